@@ -1,0 +1,45 @@
+# Two commands for a newcomer on a fresh machine:
+#   make demo   set everything up and run the demonstration
+#   make test   set everything up and run lint, types and tests
+# Both create .venv when it is missing; nothing else needs doing first.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.windowfit-installed
+
+# Tokenizer files ship inside these wheels; windowfit reads the files and never imports the
+# packages, so they are installed without their (large) dependency trees.
+TOKENIZER_DATA := litellm mistral-common
+
+.PHONY: demo test lint types unit bench clean setup
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,tokenizers,sdk,server,peers]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(TOKENIZER_DATA)
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/windowfit demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+types: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest
+
+test: lint types unit
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/core.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

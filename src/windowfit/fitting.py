@@ -1,0 +1,613 @@
+"""Fit a request into a token budget: the three stages of DESIGN section 3.
+
+Stage 1 clears the oldest tool results (the call and result blocks stay, the content
+becomes a short note); stage 2 keeps the first message, a note, and the most recent whole
+user turns; stage 3 keeps the first message, a note, the current turn's opening message
+and the most recent whole tool rounds. Each runs only if the one before was not enough.
+
+**Cache stability.** A provider's prompt cache only helps while a request starts with the
+previous request. So the decision is not taken for the current request alone: it is the
+result of a *fold over the conversation's request points* (every position where an
+assistant message follows, i.e. where the agent sent a request, plus the end). Starting
+from "nothing changed", each point keeps the previous decision while it still fits, and
+otherwise changes it by a large step: whole batches of results down to a low-water mark
+(``FitSettings.low_water``), or a cut moved forward far enough to leave headroom
+(``FitSettings.cut_low_water``). Because it is a function of the conversation alone (no
+hidden state), a stateless server applying it to each incoming request gets the same
+answer as an in-process agent; and because every step only adds to what was cleared or
+dropped, the cleared set only grows and the cut only moves forward, so between changes
+each request starts with the previous one. (The fold is cached per conversation for
+speed; the cache never changes an answer.)
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .errors import ContextOverflowError, ConversationError, SettingsError
+from .formats import FormatSpec, detect_format, get_format
+from .instructions import CLEARED_RESULT_NOTE, TRIMMED_CONVERSATION_NOTE
+from .messages import Block, Message, Text, ToolResult
+from .settings import FitSettings
+from .sizing import BLOCK_OVERHEAD, MESSAGE_OVERHEAD, MessageSize, Sizer, default_sizer
+from .tokens import Estimator
+
+__all__ = ["FitReport", "FitResult", "fit"]
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """What fitting did, for people, logs and the simulator.
+
+    ``stage``: 0 when the request already fit, else the last stage that ran (1, 2 or 3).
+    ``tokens_before`` / ``tokens_after``: estimated size of the whole request (system and
+    tools included) before and after. ``cleared``: the tool call ids whose results were
+    cleared. ``dropped``: indexes of input messages left out. ``prefix_end``: how many
+    leading input messages are sent exactly as given, in the same positions; the request
+    is unchanged before it. ``note_index``: where the trimmed-conversation note stands in
+    the output (``None`` without one).
+    """
+
+    stage: int
+    tokens_before: int
+    tokens_after: int
+    budget: int
+    cleared: tuple[str, ...]
+    dropped: tuple[int, ...]
+    prefix_end: int
+    format: str
+    settings: str
+    note_index: int | None = None
+    messages_before: int = 0
+    messages_after: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "budget": self.budget,
+            "cleared": list(self.cleared),
+            "dropped": list(self.dropped),
+            "prefix_end": self.prefix_end,
+            "format": self.format,
+            "settings": self.settings,
+            "note_index": self.note_index,
+            "messages_before": self.messages_before,
+            "messages_after": self.messages_after,
+        }
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """The request to send (``messages`` in the input's format) and the report."""
+
+    messages: list[dict[str, Any]]
+    report: FitReport
+    system: Any = None
+    tools: Any = None
+
+
+# --------------------------------------------------------------------------------------
+# The conversation, measured and validated once
+
+
+@dataclass
+class _Result:
+    message: int  # index of the message that carries the result
+    call_id: str
+    tokens: int
+    saving: int  # tokens saved by clearing it
+    clearable: bool  # big enough to be worth clearing
+
+
+def _is_result_carrier(message: Message) -> bool:
+    """True for a message that answers tool calls (OpenAI ``tool``; Anthropic user message
+    whose content starts with tool_result blocks)."""
+    return bool(message.blocks) and isinstance(message.blocks[0], ToolResult)
+
+
+class _Conversation:
+    """Messages in neutral form with their sizes, checked against the providers' rules."""
+
+    def __init__(self, raw: Sequence[Any], spec: FormatSpec, sizer: Sizer):
+        self.raw = raw
+        self.spec = spec
+        self.neutral: list[Message] = []
+        self.sizes: list[MessageSize] = []
+        for i, item in enumerate(raw):
+            message, size = sizer.measure(item, spec, i)
+            self.neutral.append(message)
+            self.sizes.append(size)
+        self._validate()
+
+    def _validate(self) -> None:
+        """Every result answers a call of the assistant message just before it (only other
+        result-carrying messages between), and every call is answered before the next
+        non-result message: the rule both providers enforce."""
+        open_calls: dict[str, int] = {}  # call id -> index of the assistant message
+        answered: set[str] = set()
+        for i, message in enumerate(self.neutral):
+            for result in message.tool_results:
+                where = self._field(message, result)
+                if result.call_id in answered:
+                    raise ConversationError(
+                        f"a second tool result for call {result.call_id!r}", index=i, field=where
+                    )
+                if result.call_id not in open_calls:
+                    raise ConversationError(
+                        f"tool result for call {result.call_id!r} has no matching tool call in "
+                        "the assistant message just before it",
+                        index=i,
+                        field=where,
+                    )
+                del open_calls[result.call_id]
+                answered.add(result.call_id)
+            if open_calls and not _is_result_carrier(message):
+                call_id, at = next(iter(open_calls.items()))
+                raise ConversationError(
+                    f"tool call {call_id!r} has no tool result before message {i}",
+                    index=at,
+                    field="tool_calls" if self.spec.name == "openai" else "content",
+                )
+            for call in message.tool_calls:
+                if call.id in open_calls or call.id in answered:
+                    raise ConversationError(
+                        f"tool call id {call.id!r} is used twice", index=i, field="tool_calls"
+                    )
+                open_calls[call.id] = i
+        if open_calls:
+            call_id, at = next(iter(open_calls.items()))
+            raise ConversationError(
+                f"tool call {call_id!r} has no tool result (a request must answer every call)",
+                index=at,
+                field="tool_calls" if self.spec.name == "openai" else "content",
+            )
+
+    def _field(self, message: Message, result: ToolResult) -> str:
+        if self.spec.name == "openai":
+            return "tool_call_id"
+        return f"content[{message.blocks.index(result)}].tool_use_id"
+
+
+# --------------------------------------------------------------------------------------
+# The fold over request points
+
+
+@dataclass
+class _State:
+    cleared: int = 0  # how many of the clearable results (oldest first) are cleared
+    cut: int = -1  # first kept message after the head; -1 while nothing is dropped
+    failed: bool = False
+
+
+@dataclass
+class _Fold:
+    """Incremental arrays over the conversation and the committed decision.
+
+    Built for one (sizer, format, budget, settings, fixed size); extended message by
+    message; ``state`` is the decision after the last committed request point.
+    """
+
+    budget: int
+    settings: FitSettings
+    fixed: int
+    note_cost: int
+    raws: list[Any] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    prefix: list[int] = field(default_factory=lambda: [0])
+    roles: list[str] = field(default_factory=list)
+    turn_starts: list[int] = field(default_factory=list)
+    assistants: list[int] = field(default_factory=list)
+    results: list[_Result] = field(default_factory=list)
+    head_end: int = -1  # end of the always-kept head (system messages, first message)
+    first: int = -1  # index of the first non-system message
+    result_msgs: list[int] = field(default_factory=list)
+    protected_from: int = 0  # results[protected_from:tail_end] are in the protected tail
+    tail_end: int = 0
+    tail_tokens: int = 0
+    clearable_msg: list[int] = field(default_factory=list)
+    clearable_idx: list[int] = field(default_factory=list)
+    savings: list[int] = field(default_factory=lambda: [0])
+    state: _State = field(default_factory=_State)
+    committed: int = 0  # request points below this index are folded into ``state``
+    built: dict[int, tuple[frozenset[str], dict[str, Any], int]] = field(default_factory=dict)
+
+    # -- growing the arrays ------------------------------------------------------------
+
+    def add(self, raw: Any, message: Message, size: MessageSize, spec: FormatSpec) -> None:
+        i = len(self.sizes)
+        self.raws.append(raw)
+        self.sizes.append(size.tokens)
+        self.prefix.append(self.prefix[-1] + size.tokens)
+        self.roles.append(message.role)
+        if self.first < 0 and message.role not in spec.system_roles:
+            self.first = i
+            self.head_end = i + 1
+        elif self.first >= 0 and self.head_end == i and _is_result_carrier(message):
+            self.head_end = i + 1  # results answering the first message stay with it
+        if i >= self.head_end >= 0:
+            if message.role == "assistant":
+                self.assistants.append(i)
+            elif message.role == "user" and not message.tool_results and message.blocks:
+                self.turn_starts.append(i)
+        ratio = self.settings.min_clear_ratio
+        for call_id, tokens, cleared in size.results:
+            self.results.append(
+                _Result(i, call_id, tokens, tokens - cleared, tokens >= ratio * cleared)
+            )
+            self.result_msgs.append(i)
+
+    def advance_protection(self, upto: int) -> None:
+        """Move the protected tail to the results of messages[:upto]: the newest results
+        whose running total fits in protect_fraction of the budget, at least the newest."""
+        limit = self.settings.protect_fraction * self.budget
+        count = bisect_left(self.result_msgs, upto)
+        while self.tail_end < count:
+            self.tail_tokens += self.results[self.tail_end].tokens
+            self.tail_end += 1
+        while self.protected_from < count - 1 and self.tail_tokens > limit:
+            leaving = self.results[self.protected_from]
+            self.tail_tokens -= leaving.tokens
+            if leaving.clearable:
+                self.clearable_msg.append(leaving.message)
+                self.clearable_idx.append(self.protected_from)
+                self.savings.append(self.savings[-1] + leaving.saving)
+            self.protected_from += 1
+
+    def snapshot(self) -> tuple[int, int, int, int]:
+        """The protection state, to be restored after looking at an uncommitted point."""
+        return (self.protected_from, self.tail_end, self.tail_tokens, len(self.clearable_msg))
+
+    def restore(self, snap: tuple[int, int, int, int]) -> None:
+        self.protected_from, self.tail_end, self.tail_tokens, n = snap
+        del self.clearable_msg[n:]
+        del self.clearable_idx[n:]
+        del self.savings[n + 1 :]
+
+    # -- sizes ------------------------------------------------------------------------
+
+    def _saved(self, cleared: int, lo: int, hi: int) -> int:
+        """Tokens saved by the first ``cleared`` clearable results in messages[lo:hi]."""
+        a = min(cleared, bisect_left(self.clearable_msg, lo))
+        b = min(cleared, bisect_left(self.clearable_msg, hi))
+        return self.savings[b] - self.savings[a] if b > a else 0
+
+    def opening(self, cut: int) -> int | None:
+        """The opening message kept beside a stage-3 cut: the last turn start before it."""
+        j = bisect_left(self.turn_starts, cut + 1) - 1
+        if j < 0:
+            return None
+        start = self.turn_starts[j]
+        return None if start == cut else start
+
+    def size(self, cleared: int, cut: int, upto: int) -> int:
+        """Estimated request size for messages[:upto] under a decision (an upper bound
+        where a note is involved; the exact size is measured on the built request)."""
+        head = self.prefix[self.head_end] - self._saved(cleared, 0, self.head_end)
+        if cut < 0:
+            body = self.prefix[upto] - self.prefix[self.head_end]
+            return self.fixed + head + body - self._saved(cleared, self.head_end, upto)
+        body = self.prefix[upto] - self.prefix[cut] - self._saved(cleared, cut, upto)
+        opening = self.opening(cut)
+        extra = self.sizes[opening] if opening is not None else 0
+        return self.fixed + head + self.note_cost + extra + body
+
+    # -- one request point ------------------------------------------------------------
+
+    def step(self, state: _State, upto: int) -> _State:
+        """The decision at the request made of messages[:upto], given the previous one."""
+        budget = self.budget
+        self.advance_protection(upto)
+        if self.head_end < 0 or self.size(state.cleared, state.cut, upto) <= budget:
+            return replace(state, failed=False) if state.failed else state
+        n_clearable = len(self.clearable_msg)
+        low = self.settings.low_water * budget
+        batch = self.settings.batch_size
+        cleared = _first_batch(
+            state.cleared,
+            n_clearable,
+            batch,
+            lambda k: self.size(k, state.cut, upto) <= low,
+        )
+        if cleared is not None:
+            return _State(cleared, state.cut)
+        if state.cut < 0 and self.size(n_clearable, state.cut, upto) <= budget:
+            return _State(n_clearable, state.cut)
+        return self._cut(state, upto, n_clearable)
+
+    def _cut(self, state: _State, upto: int, cleared: int) -> _State:
+        budget = self.budget
+        low = self.settings.cut_low_water * budget
+        start = max(state.cut, self.head_end + 1)
+        lo = bisect_left(self.turn_starts, start)
+        hi = bisect_left(self.turn_starts, upto)
+        turns = self.turn_starts[lo:hi]
+        if turns:
+            chosen = _first_fit(turns, lambda c: self.size(cleared, c, upto) <= low)
+            if chosen is None and self.size(cleared, turns[-1], upto) <= budget:
+                chosen = turns[-1]
+            if chosen is not None:
+                return _State(cleared, chosen)
+        current_turn = self.turn_starts[hi - 1] if hi > 0 else self.first
+        lo = bisect_left(self.assistants, max(start, current_turn + 1))
+        hi = bisect_left(self.assistants, upto)
+        rounds = self.assistants[lo:hi]
+        if rounds:
+            chosen = _first_fit(rounds, lambda c: self.size(cleared, c, upto) <= low)
+            if chosen is None and self.size(cleared, rounds[-1], upto) <= budget:
+                chosen = rounds[-1]
+            if chosen is not None:
+                return _State(cleared, chosen)
+            return _State(cleared, rounds[-1], failed=True)
+        if turns:
+            return _State(cleared, turns[-1], failed=True)
+        return _State(cleared, state.cut, failed=True)
+
+    def stage(self, state: _State) -> int:
+        if state.cut >= 0:
+            return 2 if self.opening(state.cut) is None and self._is_turn(state.cut) else 3
+        return 1 if state.cleared else 0
+
+    def _is_turn(self, index: int) -> bool:
+        j = bisect_left(self.turn_starts, index)
+        return j < len(self.turn_starts) and self.turn_starts[j] == index
+
+
+def _first_batch(current: int, total: int, batch: int, ok: Callable[[int], bool]) -> int | None:
+    """The fewest cleared results, in whole batches beyond ``current`` (the last one may be
+    smaller when fewer remain), for which ``ok`` holds; ``None`` if none does."""
+    if current >= total:
+        return None
+    steps = -(-(total - current) // batch)
+    candidates = [min(total, current + batch * s) for s in range(1, steps + 1)]
+    return _first_fit(candidates, ok)
+
+
+def _first_fit(candidates: Sequence[int], ok: Callable[[int], bool]) -> int | None:
+    """The first candidate for which ``ok`` holds, given that ``ok`` is monotone along
+    the candidates (false, ..., false, true, ..., true)."""
+    lo, hi = 0, len(candidates)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(candidates[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return candidates[lo] if lo < len(candidates) else None
+
+
+# --------------------------------------------------------------------------------------
+# Fold cache: one fold per conversation being fitted, so warm calls only do new work.
+
+_FOLDS: dict[tuple[Any, ...], _Fold] = {}
+_FOLD_LIMIT = 64
+
+
+def _fold_for(
+    key: tuple[Any, ...],
+    raw: Sequence[Any],
+    make: Callable[[], _Fold],
+) -> _Fold:
+    fold = _FOLDS.get(key)
+    if fold is not None:
+        n = len(fold.raws)
+        if n <= len(raw) and all(a is b for a, b in zip(fold.raws, raw, strict=False)):
+            return fold
+    fold = make()
+    if len(_FOLDS) >= _FOLD_LIMIT:
+        _FOLDS.pop(next(iter(_FOLDS)))
+    _FOLDS[key] = fold
+    return fold
+
+
+# --------------------------------------------------------------------------------------
+# The public function
+
+
+def fit(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    budget: int,
+    system: str | Sequence[Mapping[str, Any]] | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    settings: FitSettings | str | None = None,
+    format: str | None = None,
+    estimator: Estimator | None = None,
+) -> FitResult:
+    """Shape ``messages`` so that the request fits ``budget`` tokens (estimated).
+
+    ``messages`` are Anthropic Messages or OpenAI Chat Completions messages (detected;
+    pass ``format="anthropic"`` or ``"openai"`` to choose). ``system`` and ``tools`` are
+    counted against the budget and never changed. The input is never modified: the
+    result holds a new list whose unchanged messages are the very objects given.
+
+    Raises :class:`~windowfit.ContextOverflowError` when even the first message, the
+    current turn's opening message and the latest tool round do not fit, and
+    :class:`~windowfit.errors.ConversationError` when the messages are not a valid
+    request (saying which message and field).
+    """
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise SettingsError(f"budget must be a whole number of tokens, not {budget!r}")
+    if budget <= 0:
+        raise SettingsError(f"budget must be positive, not {budget}")
+    if isinstance(settings, str):
+        settings = FitSettings.preset(settings)
+    settings = settings or FitSettings()
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise ConversationError(f"messages must be a list, not {type(messages).__name__}")
+    fmt = format or detect_format(messages)
+    spec = get_format(fmt)
+    sizer = default_sizer(estimator, fmt)
+    conversation = _Conversation(messages, spec, sizer)
+    fixed = sizer.system(system) + sizer.tools(tools)
+    note_cost = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + sizer.text(TRIMMED_CONVERSATION_NOTE) + 2
+
+    def make() -> _Fold:
+        return _Fold(budget, settings, fixed, note_cost)
+
+    if settings.stateless:
+        fold = make()
+    else:
+        key = (id(sizer), fmt, budget, settings, fixed, id(messages[0]) if messages else None)
+        fold = _fold_for(key, messages, make)
+    for i in range(len(fold.raws), len(messages)):
+        fold.add(messages[i], conversation.neutral[i], conversation.sizes[i], spec)
+
+    n = len(messages)
+    tokens_before = fixed + fold.prefix[n]
+    if not settings.stateless:
+        points = fold.assistants[bisect_left(fold.assistants, fold.committed) :]
+        for point in points:
+            fold.state = fold.step(fold.state, point)
+        fold.committed = max(fold.committed, points[-1] + 1 if points else 0)
+    # The current request is not committed: a later call may see more messages after it
+    # that make it no request point at all, so the fold's protection state is restored.
+    snap = fold.snapshot()
+    try:
+        state = fold.step(fold.state if not settings.stateless else _State(), n)
+        if state.failed or (fold.head_end < 0 and tokens_before > budget):
+            needed = fold.size(state.cleared, state.cut, n) if fold.head_end >= 0 else tokens_before
+            raise ContextOverflowError(
+                "the first message, the current turn's opening message and the latest tool "
+                "round do not fit the budget",
+                tokens=needed,
+                limit=budget,
+            )
+        return _build(conversation, fold, state, sizer, settings, tokens_before, system, tools)
+    finally:
+        fold.restore(snap)
+
+
+def _build(
+    conversation: _Conversation,
+    fold: _Fold,
+    state: _State,
+    sizer: Sizer,
+    settings: FitSettings,
+    tokens_before: int,
+    system: Any,
+    tools: Any,
+) -> FitResult:
+    raw = conversation.raw
+    n = len(raw)
+    cleared_by_message: dict[int, set[str]] = {}
+    cleared_ids: list[str] = []
+    for j in fold.clearable_idx[: state.cleared]:
+        result = fold.results[j]
+        if state.cut >= 0 and fold.head_end <= result.message < state.cut:
+            continue  # in a dropped message: nothing to clear
+        cleared_by_message.setdefault(result.message, set()).add(result.call_id)
+        cleared_ids.append(result.call_id)
+
+    def emit(i: int) -> tuple[Any, int]:
+        ids = cleared_by_message.get(i)
+        if not ids:
+            return raw[i], fold.sizes[i]
+        frozen = frozenset(ids)
+        hit = fold.built.get(i)
+        if hit is not None and hit[0] == frozen:
+            return hit[1], hit[2]
+        message = conversation.neutral[i]
+        blocks = tuple(_cleared(b) if _clears(b, ids) else b for b in message.blocks)
+        new = replace(message, blocks=blocks)
+        built = conversation.spec.to_message(new)
+        tokens = sizer.size_of(new).tokens
+        fold.built[i] = (frozen, built, tokens)
+        return built, tokens
+
+    out: list[Any] = []
+    total = fold.fixed
+    dropped: tuple[int, ...] = ()
+    note_index: int | None = None
+    head_end = fold.head_end if fold.head_end >= 0 else n
+    for i in range(min(head_end, n)):
+        item, tokens = emit(i)
+        out.append(item)
+        total += tokens
+    if state.cut >= 0:
+        opening = fold.opening(state.cut)
+        kept_after = [*([opening] if opening is not None else []), *range(state.cut, n)]
+        dropped = tuple(i for i in range(head_end, state.cut) if i != opening)
+        nxt = conversation.neutral[kept_after[0]]
+        note_index, note_tokens = _place_note(out, conversation, nxt, sizer, head_end)
+        total += note_tokens
+        for i in kept_after:
+            item, tokens = emit(i)
+            out.append(item)
+            total += tokens
+    else:
+        for i in range(head_end, n):
+            item, tokens = emit(i)
+            out.append(item)
+            total += tokens
+    prefix_end = 0
+    while prefix_end < min(len(out), n) and out[prefix_end] is raw[prefix_end]:
+        prefix_end += 1
+    if total > fold.budget:  # the bound used while folding is an upper bound: never here
+        raise ContextOverflowError(
+            "the shaped request is over the budget", tokens=total, limit=fold.budget
+        )
+    report = FitReport(
+        stage=fold.stage(state),
+        tokens_before=tokens_before,
+        tokens_after=total,
+        budget=fold.budget,
+        cleared=tuple(cleared_ids),
+        dropped=dropped,
+        prefix_end=prefix_end,
+        format=conversation.spec.name,
+        settings=settings.name,
+        note_index=note_index,
+        messages_before=n,
+        messages_after=len(out),
+    )
+    return FitResult(out, report, system, tools)
+
+
+def _clears(block: Block, ids: set[str]) -> bool:
+    return isinstance(block, ToolResult) and block.call_id in ids
+
+
+def _cleared(block: Block) -> Block:
+    assert isinstance(block, ToolResult)
+    content: str | tuple[Block, ...]
+    content = (
+        (Text(CLEARED_RESULT_NOTE),) if isinstance(block.content, tuple) else (CLEARED_RESULT_NOTE)
+    )
+    return replace(block, content=content)
+
+
+def _place_note(
+    out: list[Any],
+    conversation: _Conversation,
+    following: Message,
+    sizer: Sizer,
+    head_end: int,
+) -> tuple[int, int]:
+    """Put the trimmed-conversation note between the head and the kept messages so that
+    roles still alternate: as its own message when the messages around it have the same
+    side (user/tool vs assistant), else appended to the last head message. Returns the
+    note's index in ``out`` and the tokens it added."""
+    spec = conversation.spec
+    before = conversation.neutral[head_end - 1]
+    user_side = {"user", "tool"}
+    same_side = (before.role in user_side) == (following.role in user_side)
+    if same_side or (spec.name == "openai" and before.role != "user"):
+        role = "assistant" if before.role in user_side and following.role != "assistant" else "user"
+        note = Message(role, (Text(TRIMMED_CONVERSATION_NOTE),), "string")
+        out.append(spec.to_message(note))
+        return len(out) - 1, sizer.size_of(note).tokens
+    if before.form == "string":
+        text = "".join(b.text for b in before.blocks if isinstance(b, Text))
+        merged = replace(before, blocks=(Text(f"{text}\n\n{TRIMMED_CONVERSATION_NOTE}"),))
+    else:
+        merged = replace(
+            before, blocks=(*before.blocks, Text(TRIMMED_CONVERSATION_NOTE)), form="list"
+        )
+    old = sizer.size_of(before).tokens
+    out[-1] = spec.to_message(merged)
+    return len(out) - 1, sizer.size_of(merged).tokens - old

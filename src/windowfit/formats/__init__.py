@@ -1,0 +1,69 @@
+"""Pure conversions between provider formats and the neutral model.
+
+Each format module exposes ``from_message(raw, index)`` and ``to_message(message)``; the
+round trip ``to_message(from_message(m))`` gives back ``m`` exactly (same keys and values),
+including fields windowfit does not understand. :func:`detect_format` tells the two
+formats apart from the messages themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from ..errors import ConversationError
+from . import anthropic, openai_chat
+from ._common import FormatSpec
+
+__all__ = ["FORMATS", "FormatName", "FormatSpec", "detect_format", "get_format"]
+
+FormatName = Literal["anthropic", "openai"]
+
+FORMATS: dict[str, FormatSpec] = {
+    "anthropic": anthropic.SPEC,
+    "openai": openai_chat.SPEC,
+}
+
+_OPENAI_ONLY_ROLES = {"tool", "system", "developer", "function"}
+_ANTHROPIC_BLOCK_TYPES = {
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "document",
+    "server_tool_use",
+}
+_OPENAI_PART_TYPES = {"image_url", "input_audio", "refusal", "file"}
+
+
+def get_format(name: str) -> FormatSpec:
+    try:
+        return FORMATS[name]
+    except KeyError:
+        known = ", ".join(sorted(FORMATS))
+        raise ConversationError(f"unknown format {name!r}; known formats: {known}") from None
+
+
+def detect_format(messages: Sequence[Any], default: FormatName = "anthropic") -> FormatName:
+    """Tell Anthropic Messages from OpenAI Chat Completions by what the messages contain.
+
+    Messages with only plain string content look the same in both formats (and convert
+    the same way), so ``default`` is returned for them.
+    """
+    for msg in messages:
+        if not isinstance(msg, Mapping):
+            continue
+        role = msg.get("role")
+        if role in _OPENAI_ONLY_ROLES or "tool_calls" in msg or "tool_call_id" in msg:
+            return "openai"
+        content = msg.get("content")
+        if isinstance(content, list):
+            for part in content:
+                if not isinstance(part, Mapping):
+                    continue
+                kind = part.get("type")
+                if kind in _ANTHROPIC_BLOCK_TYPES or (kind == "image" and "source" in part):
+                    return "anthropic"
+                if kind in _OPENAI_PART_TYPES:
+                    return "openai"
+    return default
