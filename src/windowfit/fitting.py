@@ -358,12 +358,12 @@ class _Fold:
 
 
 def _first_batch(current: int, total: int, batch: int, ok: Callable[[int], bool]) -> int | None:
-    """The fewest cleared results, in whole batches beyond ``current`` (the last one may be
-    smaller when fewer remain), for which ``ok`` holds; ``None`` if none does."""
+    """The fewest cleared results, in whole batches (the oldest ``batch`` clearable results,
+    the next ``batch``, ...; the last may be smaller when fewer remain), more than
+    ``current``, for which ``ok`` holds; ``None`` if none does."""
     if current >= total:
         return None
-    steps = -(-(total - current) // batch)
-    candidates = [min(total, current + batch * s) for s in range(1, steps + 1)]
+    candidates = [*range((current // batch + 1) * batch, total, batch), total]
     return _first_fit(candidates, ok)
 
 
@@ -462,7 +462,9 @@ def fit(
     if not settings.stateless:
         points = fold.assistants[bisect_left(fold.assistants, fold.committed) :]
         for point in points:
-            fold.state = fold.step(fold.state, point)
+            decided = fold.step(fold.state, point)
+            if not decided.failed:  # a request that could not be sent decides nothing
+                fold.state = decided
         fold.committed = max(fold.committed, points[-1] + 1 if points else 0)
     # The current request is not committed: a later call may see more messages after it
     # that make it no request point at all, so the fold's protection state is restored.

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+settings.register_profile(
+    "default",
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+def data_dir() -> Path | None:
+    """The shared real data (texts and trajectories), or None where it is absent."""
+    env = os.environ.get("WINDOWFIT_DATA")
+    candidates = [Path(env)] if env else []
+    candidates.append(Path(__file__).resolve().parents[1].parent / "shared" / "data")
+    for path in candidates:
+        if (path / "trajectories").is_dir():
+            return path
+    return None
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    path = data_dir()
+    if path is None:
+        pytest.skip("the shared real data (../shared/data or WINDOWFIT_DATA) is not present")
+    return path
