@@ -4,6 +4,7 @@
 
     WindowfitError
     ├── ConversationError      the input is not a valid conversation (says where)
+    ├── LogFormatError         an agent log could not be read (names the file and line)
     ├── SettingsError          a budget or setting is out of range
     ├── MissingExtraError      an optional dependency is not installed (names the extra)
     ├── TokenizerError         a tokenizer file could not be found or read
@@ -22,6 +23,7 @@ __all__ = [
     "CONTEXT_OVERFLOW_MESSAGE",
     "ContextOverflowError",
     "ConversationError",
+    "LogFormatError",
     "MissingExtraError",
     "SettingsError",
     "TokenizerError",
@@ -101,3 +103,19 @@ class ContextOverflowError(WindowfitError):
         self.limit = limit
         self.provider_message = provider_message
         super().__init__(CONTEXT_OVERFLOW_MESSAGE)
+
+
+class LogFormatError(WindowfitError, ValueError):
+    """An agent log could not be read (see :func:`windowfit.logs.read_runs`).
+
+    ``path`` is the file and ``line`` the 1-based line of the problem, or ``None`` when
+    the problem is not tied to one line (an empty file, a misshapen message inside a
+    JSON document: the problem text then names the message, e.g. ``history[3]``).
+    """
+
+    def __init__(self, problem: str, *, path: str, line: int | None = None):
+        self.problem = problem
+        self.path = path
+        self.line = line
+        where = f"{path}, line {line}" if line is not None else path
+        super().__init__(f"{where}: {problem}")

@@ -129,14 +129,9 @@ class _Conversation:
         result-carrying messages between), and every call is answered before the next
         non-result message: the rule both providers enforce."""
         open_calls: dict[str, int] = {}  # call id -> index of the assistant message
-        answered: set[str] = set()
         for i, message in enumerate(self.neutral):
             for result in message.tool_results:
                 where = self._field(message, result)
-                if result.call_id in answered:
-                    raise ConversationError(
-                        f"a second tool result for call {result.call_id!r}", index=i, field=where
-                    )
                 if result.call_id not in open_calls:
                     raise ConversationError(
                         f"tool result for call {result.call_id!r} has no matching tool call in "
@@ -145,7 +140,6 @@ class _Conversation:
                         field=where,
                     )
                 del open_calls[result.call_id]
-                answered.add(result.call_id)
             if open_calls and not _is_result_carrier(message):
                 call_id, at = next(iter(open_calls.items()))
                 raise ConversationError(
@@ -154,9 +148,12 @@ class _Conversation:
                     field="tool_calls" if self.spec.name == "openai" else "content",
                 )
             for call in message.tool_calls:
-                if call.id in open_calls or call.id in answered:
+                # Ids may be reused once answered (real OpenAI runs do), never while open.
+                if call.id in open_calls:
                     raise ConversationError(
-                        f"tool call id {call.id!r} is used twice", index=i, field="tool_calls"
+                        f"tool call id {call.id!r} is used twice in one round",
+                        index=i,
+                        field="tool_calls",
                     )
                 open_calls[call.id] = i
         if open_calls:
@@ -298,6 +295,15 @@ class _Fold:
 
     # -- one request point ------------------------------------------------------------
 
+    def _low_water(self, fraction: float, *, cut: bool) -> float:
+        """The size to shape down to: ``fraction`` of the part of the budget that shaping
+        can act on, above what is always sent (system, tools, the head, the note). A large
+        system prompt thus does not make the mark unreachable."""
+        base = self.fixed + self.prefix[self.head_end] + (self.note_cost if cut else 0)
+        if base >= self.budget:
+            return float(self.budget)
+        return base + fraction * (self.budget - base)
+
     def step(self, state: _State, upto: int) -> _State:
         """The decision at the request made of messages[:upto], given the previous one."""
         budget = self.budget
@@ -305,7 +311,7 @@ class _Fold:
         if self.head_end < 0 or self.size(state.cleared, state.cut, upto) <= budget:
             return replace(state, failed=False) if state.failed else state
         n_clearable = len(self.clearable_msg)
-        low = self.settings.low_water * budget
+        low = self._low_water(self.settings.low_water, cut=state.cut >= 0)
         batch = self.settings.batch_size
         cleared = _first_batch(
             state.cleared,
@@ -321,7 +327,7 @@ class _Fold:
 
     def _cut(self, state: _State, upto: int, cleared: int) -> _State:
         budget = self.budget
-        low = self.settings.cut_low_water * budget
+        low = self._low_water(self.settings.cut_low_water, cut=True)
         start = max(state.cut, self.head_end + 1)
         lo = bisect_left(self.turn_starts, start)
         hi = bisect_left(self.turn_starts, upto)
