@@ -208,7 +208,17 @@ def test_bad_budget(budget: Any) -> None:
             "message 1",
         ),
         ([{"role": "user", "content": "hi"}, _round(0, 10)[0]], "has no tool result"),
-        ([{"role": "user", "content": "hi"}, *_round(0, 10), *_round(0, 10)], "used twice"),
+        (
+            [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": [_round(0, 1)[0]["content"][0]] * 2},
+            ],
+            "used twice in one round",
+        ),
+        (
+            [{"role": "user", "content": "hi"}, *_round(0, 10), _round(0, 10)[1]],
+            "no matching tool call",
+        ),
         ([{"content": "hi"}], "message 0, field 'role'"),
         ("not a list", "messages must be a list"),
     ],

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conversations import check_valid_request, is_note
 
 from windowfit import ContextOverflowError, fit
 from windowfit.cache import message_key
 from windowfit.logs import Run, read_runs
+
+from conversations import check_valid_request, is_note
 
 SOURCES = ["mini_swe_agent_deepseek", "claude_code", "swe_agent", "tau_bench"]
 FRACTIONS = [0.2, 0.35, 0.5, 0.6]
@@ -27,7 +28,9 @@ def _runs(root: str, source: str) -> tuple[Run, ...]:
 
 
 def _largest(run: Run) -> int:
-    return fit(run.messages, budget=10**12, system=run.system, tools=run.tools, format=run.format).report.tokens_before
+    return fit(
+        run.messages, budget=10**12, system=run.system, tools=run.tools, format=run.format
+    ).report.tokens_before
 
 
 def _first(messages: list[dict[str, Any]]) -> int:
@@ -49,7 +52,9 @@ def test_invariants_and_cache_breaks_on_real_runs(
         for point in points:
             prefix = run.messages[:point]
             try:
-                result = fit(prefix, budget=budget, system=run.system, tools=run.tools, format=run.format)
+                result = fit(
+                    prefix, budget=budget, system=run.system, tools=run.tools, format=run.format
+                )
             except ContextOverflowError as exc:
                 assert exc.tokens is not None and exc.tokens > budget
                 previous = None
