@@ -232,3 +232,32 @@ def test_invalid_conversations_say_where(messages: Any, where: str) -> None:
 def test_unknown_preset() -> None:
     with pytest.raises(SettingsError, match="known presets"):
         fit(_subagent(1, 10), budget=1000, settings="nope")
+
+
+def test_a_corrected_message_is_accepted_after_an_error() -> None:
+    """A rejected message must not poison what fitting remembers of the conversation."""
+    first = {"role": "user", "content": "hi"}
+    call = {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": "a", "name": "f", "input": {}},
+            {"type": "tool_use", "id": "b", "name": "f", "input": {}},
+        ],
+    }
+    bad = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "a", "content": "x"},
+            {"type": "tool_result", "tool_use_id": "zzz", "content": "x"},
+        ],
+    }
+    with pytest.raises(ConversationError):
+        fit([first, call, bad], budget=1000)
+    good = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "a", "content": "x"},
+            {"type": "tool_result", "tool_use_id": "b", "content": "x"},
+        ],
+    }
+    assert fit([first, call, good], budget=1000).report.stage == 0

@@ -22,6 +22,7 @@ speed; the cache never changes an answer.)
 
 from __future__ import annotations
 
+import operator
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -110,59 +111,56 @@ def _is_result_carrier(message: Message) -> bool:
     return bool(message.blocks) and isinstance(message.blocks[0], ToolResult)
 
 
-class _Conversation:
-    """Messages in neutral form with their sizes, checked against the providers' rules."""
+class _Validator:
+    """Checks, message by message, the pairing rule both providers enforce: every result
+    answers a call of the assistant message just before it (only other result-carrying
+    messages between), and every call is answered before the next other message."""
 
-    def __init__(self, raw: Sequence[Any], spec: FormatSpec, sizer: Sizer):
-        self.raw = raw
+    def __init__(self, spec: FormatSpec):
         self.spec = spec
-        self.neutral: list[Message] = []
-        self.sizes: list[MessageSize] = []
-        for i, item in enumerate(raw):
-            message, size = sizer.measure(item, spec, i)
-            self.neutral.append(message)
-            self.sizes.append(size)
-        self._validate()
+        self.open_calls: dict[str, int] = {}  # call id -> index of the assistant message
 
-    def _validate(self) -> None:
-        """Every result answers a call of the assistant message just before it (only other
-        result-carrying messages between), and every call is answered before the next
-        non-result message: the rule both providers enforce."""
-        open_calls: dict[str, int] = {}  # call id -> index of the assistant message
-        for i, message in enumerate(self.neutral):
-            for result in message.tool_results:
-                where = self._field(message, result)
-                if result.call_id not in open_calls:
-                    raise ConversationError(
-                        f"tool result for call {result.call_id!r} has no matching tool call in "
-                        "the assistant message just before it",
-                        index=i,
-                        field=where,
-                    )
-                del open_calls[result.call_id]
-            if open_calls and not _is_result_carrier(message):
-                call_id, at = next(iter(open_calls.items()))
+    def add(self, i: int, message: Message) -> None:
+        open_calls = self.open_calls
+        for result in message.tool_results:
+            if result.call_id not in open_calls:
                 raise ConversationError(
-                    f"tool call {call_id!r} has no tool result before message {i}",
-                    index=at,
-                    field="tool_calls" if self.spec.name == "openai" else "content",
+                    f"tool result for call {result.call_id!r} has no matching tool call in "
+                    "the assistant message just before it",
+                    index=i,
+                    field=self._field(message, result),
                 )
-            for call in message.tool_calls:
-                # Ids may be reused once answered (real OpenAI runs do), never while open.
-                if call.id in open_calls:
-                    raise ConversationError(
-                        f"tool call id {call.id!r} is used twice in one round",
-                        index=i,
-                        field="tool_calls",
-                    )
-                open_calls[call.id] = i
-        if open_calls:
+            del open_calls[result.call_id]
+        if open_calls and not _is_result_carrier(message):
             call_id, at = next(iter(open_calls.items()))
+            raise ConversationError(
+                f"tool call {call_id!r} has no tool result before message {i}",
+                index=at,
+                field=self._calls_field,
+            )
+        for call in message.tool_calls:
+            # Ids may be reused once answered (real OpenAI runs do), never while open.
+            if call.id in open_calls:
+                raise ConversationError(
+                    f"tool call id {call.id!r} is used twice in one round",
+                    index=i,
+                    field="tool_calls",
+                )
+            open_calls[call.id] = i
+
+    def finish(self) -> None:
+        """A request must answer every call it contains."""
+        if self.open_calls:
+            call_id, at = next(iter(self.open_calls.items()))
             raise ConversationError(
                 f"tool call {call_id!r} has no tool result (a request must answer every call)",
                 index=at,
-                field="tool_calls" if self.spec.name == "openai" else "content",
+                field=self._calls_field,
             )
+
+    @property
+    def _calls_field(self) -> str:
+        return "tool_calls" if self.spec.name == "openai" else "content"
 
     def _field(self, message: Message, result: ToolResult) -> str:
         if self.spec.name == "openai":
@@ -193,7 +191,10 @@ class _Fold:
     settings: FitSettings
     fixed: int
     note_cost: int
+    spec: FormatSpec
+    validator: _Validator
     raws: list[Any] = field(default_factory=list)
+    neutral: list[Message] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
     prefix: list[int] = field(default_factory=lambda: [0])
     roles: list[str] = field(default_factory=list)
@@ -212,12 +213,21 @@ class _Fold:
     state: _State = field(default_factory=_State)
     committed: int = 0  # request points below this index are folded into ``state``
     built: dict[int, tuple[frozenset[str], dict[str, Any], int]] = field(default_factory=dict)
+    last: _Built | None = None  # the last request built, reused while the decision holds
 
     # -- growing the arrays ------------------------------------------------------------
+
+    def extend(self, messages: Sequence[Any], sizer: Sizer) -> None:
+        """Measure, check and add the messages beyond those already folded."""
+        for i in range(len(self.raws), len(messages)):
+            message, size = sizer.measure(messages[i], self.spec, i)
+            self.validator.add(i, message)
+            self.add(messages[i], message, size, self.spec)
 
     def add(self, raw: Any, message: Message, size: MessageSize, spec: FormatSpec) -> None:
         i = len(self.sizes)
         self.raws.append(raw)
+        self.neutral.append(message)
         self.sizes.append(size.tokens)
         self.prefix.append(self.prefix[-1] + size.tokens)
         self.roles.append(message.role)
@@ -401,7 +411,7 @@ def _fold_for(
     fold = _FOLDS.get(key)
     if fold is not None:
         n = len(fold.raws)
-        if n <= len(raw) and all(a is b for a, b in zip(fold.raws, raw, strict=False)):
+        if n <= len(raw) and all(map(operator.is_, fold.raws, raw)):
             return fold
     fold = make()
     if len(_FOLDS) >= _FOLD_LIMIT:
@@ -448,20 +458,20 @@ def fit(
     fmt = format or detect_format(messages)
     spec = get_format(fmt)
     sizer = default_sizer(estimator, fmt)
-    conversation = _Conversation(messages, spec, sizer)
     fixed = sizer.system(system) + sizer.tools(tools)
     note_cost = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + sizer.text(TRIMMED_CONVERSATION_NOTE) + 2
 
     def make() -> _Fold:
-        return _Fold(budget, settings, fixed, note_cost)
+        return _Fold(budget, settings, fixed, note_cost, spec, _Validator(spec))
 
-    if settings.stateless:
-        fold = make()
-    else:
-        key = (id(sizer), fmt, budget, settings, fixed, id(messages[0]) if messages else None)
-        fold = _fold_for(key, messages, make)
-    for i in range(len(fold.raws), len(messages)):
-        fold.add(messages[i], conversation.neutral[i], conversation.sizes[i], spec)
+    key = (id(sizer), fmt, budget, settings, fixed, id(messages[0]) if messages else None)
+    fold = make() if settings.stateless else _fold_for(key, messages, make)
+    try:
+        fold.extend(messages, sizer)
+    except ConversationError:
+        _FOLDS.pop(key, None)  # the fold holds a half-checked message: never reuse it
+        raise
+    fold.validator.finish()
 
     n = len(messages)
     tokens_before = fixed + fold.prefix[n]
@@ -485,23 +495,61 @@ def fit(
                 tokens=needed,
                 limit=budget,
             )
-        return _build(conversation, fold, state, sizer, settings, tokens_before, system, tools)
+        built = _build(fold, state, n, sizer)
     finally:
         fold.restore(snap)
+    report = FitReport(
+        stage=fold.stage(state),
+        tokens_before=tokens_before,
+        tokens_after=built.total,
+        budget=budget,
+        cleared=built.cleared,
+        dropped=built.dropped,
+        prefix_end=built.prefix_end,
+        format=fmt,
+        settings=settings.name,
+        note_index=built.note_index,
+        messages_before=n,
+        messages_after=len(built.out),
+    )
+    return FitResult(list(built.out), report, system, tools)
 
 
-def _build(
-    conversation: _Conversation,
-    fold: _Fold,
-    state: _State,
-    sizer: Sizer,
-    settings: FitSettings,
-    tokens_before: int,
-    system: Any,
-    tools: Any,
-) -> FitResult:
-    raw = conversation.raw
-    n = len(raw)
+@dataclass(frozen=True)
+class _Built:
+    """A built request for messages[:n] under a decision, kept to be extended cheaply."""
+
+    cleared_count: int
+    cut: int
+    n: int
+    out: list[Any]
+    total: int
+    cleared: tuple[str, ...]
+    dropped: tuple[int, ...]
+    note_index: int | None
+    prefix_end: int
+
+
+def _build(fold: _Fold, state: _State, n: int, sizer: Sizer) -> _Built:
+    """The request for messages[:n] under ``state``. While the decision does not change,
+    the previous request plus the new messages is the answer, which keeps warm calls cheap
+    (and is exactly the prefix property the prompt cache needs)."""
+    last = fold.last
+    same = last is not None and (last.cleared_count, last.cut) == (state.cleared, state.cut)
+    if last is not None and same and last.n <= n:
+        new = fold.raws[last.n : n]
+        prefix_end = n if last.prefix_end == last.n else last.prefix_end
+        total = last.total + fold.prefix[n] - fold.prefix[last.n]
+        built = replace(last, n=n, out=[*last.out, *new], total=total, prefix_end=prefix_end)
+        fold.last = built
+        return built
+    built = _build_afresh(fold, state, n, sizer)
+    fold.last = built
+    return built
+
+
+def _build_afresh(fold: _Fold, state: _State, n: int, sizer: Sizer) -> _Built:
+    raw = fold.raws
     cleared_by_message: dict[int, set[str]] = {}
     cleared_ids: list[str] = []
     for j in fold.clearable_idx[: state.cleared]:
@@ -519,10 +567,10 @@ def _build(
         hit = fold.built.get(i)
         if hit is not None and hit[0] == frozen:
             return hit[1], hit[2]
-        message = conversation.neutral[i]
+        message = fold.neutral[i]
         blocks = tuple(_cleared(b) if _clears(b, ids) else b for b in message.blocks)
         new = replace(message, blocks=blocks)
-        built = conversation.spec.to_message(new)
+        built = fold.spec.to_message(new)
         tokens = sizer.size_of(new).tokens
         fold.built[i] = (frozen, built, tokens)
         return built, tokens
@@ -540,8 +588,8 @@ def _build(
         opening = fold.opening(state.cut)
         kept_after = [*([opening] if opening is not None else []), *range(state.cut, n)]
         dropped = tuple(i for i in range(head_end, state.cut) if i != opening)
-        nxt = conversation.neutral[kept_after[0]]
-        note_index, note_tokens = _place_note(out, conversation, nxt, sizer, head_end)
+        following = fold.neutral[kept_after[0]]
+        note_index, note_tokens = _place_note(out, fold.spec, following, sizer)
         total += note_tokens
         for i in kept_after:
             item, tokens = emit(i)
@@ -559,21 +607,9 @@ def _build(
         raise ContextOverflowError(
             "the shaped request is over the budget", tokens=total, limit=fold.budget
         )
-    report = FitReport(
-        stage=fold.stage(state),
-        tokens_before=tokens_before,
-        tokens_after=total,
-        budget=fold.budget,
-        cleared=tuple(cleared_ids),
-        dropped=dropped,
-        prefix_end=prefix_end,
-        format=conversation.spec.name,
-        settings=settings.name,
-        note_index=note_index,
-        messages_before=n,
-        messages_after=len(out),
+    return _Built(
+        state.cleared, state.cut, n, out, total, tuple(cleared_ids), dropped, note_index, prefix_end
     )
-    return FitResult(out, report, system, tools)
 
 
 def _clears(block: Block, ids: set[str]) -> bool:
@@ -590,18 +626,13 @@ def _cleared(block: Block) -> Block:
 
 
 def _place_note(
-    out: list[Any],
-    conversation: _Conversation,
-    following: Message,
-    sizer: Sizer,
-    head_end: int,
+    out: list[Any], spec: FormatSpec, following: Message, sizer: Sizer
 ) -> tuple[int, int]:
     """Put the trimmed-conversation note between the head and the kept messages so that
     roles still alternate: as its own message when the messages around it have the same
     side (user/tool vs assistant), else appended to the last head message. Returns the
     note's index in ``out`` and the tokens it added."""
-    spec = conversation.spec
-    before = conversation.neutral[head_end - 1]
+    before = spec.from_message(out[-1], len(out) - 1)  # as sent (its results may be cleared)
     user_side = {"user", "tool"}
     same_side = (before.role in user_side) == (following.role in user_side)
     if same_side or (spec.name == "openai" and before.role != "user"):

@@ -30,36 +30,63 @@ __all__ = [
 ]
 
 #: Code-point ranges counted as CJK (1 token per character), inclusive. Han ideographs
-#: (unified, extensions A-H, compatibility), Hiragana, Katakana (and their extensions and
-#: small-kana supplements), Hangul (syllables and jamo), Bopomofo, and CJK punctuation:
-#: the CJK Symbols and Punctuation block, CJK compatibility forms, and the halfwidth and
-#: fullwidth forms block (fullwidth ASCII variants, halfwidth katakana).
+#: (unified, extensions, compatibility; all of planes 2 and 3), Hiragana, Katakana (and
+#: their supplements), Hangul (syllables and jamo), Bopomofo, and CJK punctuation: the CJK
+#: Symbols and Punctuation block, CJK compatibility forms, and the halfwidth and fullwidth
+#: forms block. The blocks are taken whole (a few unassigned code points and the Yijing
+#: hexagram symbols inside U+3000-U+9FFF come along), which lets the count run on UTF-8
+#: lead bytes at C speed.
 CJK_RANGES: tuple[tuple[int, int, str], ...] = (
     (0x1100, 0x11FF, "Hangul Jamo"),
-    (0x2E80, 0x2FDF, "CJK Radicals Supplement, Kangxi Radicals"),
-    (0x2FF0, 0x2FFF, "Ideographic Description Characters"),
-    (0x3000, 0x303F, "CJK Symbols and Punctuation"),
-    (0x3040, 0x309F, "Hiragana"),
-    (0x30A0, 0x30FF, "Katakana"),
-    (0x3100, 0x312F, "Bopomofo"),
-    (0x3130, 0x318F, "Hangul Compatibility Jamo"),
-    (0x3190, 0x31FF, "Kanbun, Bopomofo Extended, CJK Strokes, Katakana Phonetic Extensions"),
-    (0x3200, 0x33FF, "Enclosed CJK Letters and Months, CJK Compatibility"),
-    (0x3400, 0x4DBF, "CJK Unified Ideographs Extension A"),
-    (0x4E00, 0x9FFF, "CJK Unified Ideographs"),
+    (0x2E80, 0x2FFF, "CJK Radicals Supplement, Kangxi Radicals, Ideographic Description"),
+    (
+        0x3000,
+        0x9FFF,
+        "CJK Symbols and Punctuation, Hiragana, Katakana, Bopomofo, Hangul "
+        "Compatibility Jamo, Kanbun, CJK Strokes, Enclosed CJK, CJK Compatibility, "
+        "CJK Unified Ideographs and Extension A",
+    ),
     (0xA960, 0xA97F, "Hangul Jamo Extended-A"),
-    (0xAC00, 0xD7AF, "Hangul Syllables"),
-    (0xD7B0, 0xD7FF, "Hangul Jamo Extended-B"),
+    (0xAC00, 0xD7FF, "Hangul Syllables, Hangul Jamo Extended-B"),
     (0xF900, 0xFAFF, "CJK Compatibility Ideographs"),
     (0xFE30, 0xFE4F, "CJK Compatibility Forms"),
     (0xFF00, 0xFFEF, "Halfwidth and Fullwidth Forms"),
     (0x1AFF0, 0x1B16F, "Kana Extended-B, Kana Supplement, Kana Extended-A, Small Kana"),
-    (0x20000, 0x2FA1F, "CJK Unified Ideographs Extensions B-F, Compatibility Supplement"),
-    (0x30000, 0x323AF, "CJK Unified Ideographs Extensions G-H"),
+    (0x20000, 0x3FFFF, "Supplementary and Tertiary Ideographic Planes (CJK extensions B-H)"),
 )
 
 _CJK_CLASS = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi, _ in CJK_RANGES)
 _CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
+
+# The count runs on UTF-8 bytes with C-speed ``translate`` passes. Every character of
+# U+3000-U+9FFF starts with a byte E3-E9 and every one of U+B000-U+D7FF with EB-ED (ED
+# A0-BF would be a surrogate, which strict UTF-8 never produces): those lead bytes alone
+# identify a CJK character. The other ranges share their lead byte with non-CJK
+# characters, so a pattern checks the following bytes: for E1, E2 and F0 it matches the
+# CJK characters (rare behind those leads: Georgian, punctuation, emoji are common), for EA
+# and EF it matches the non-CJK ones (rare there: Hangul and fullwidth forms are common),
+# so that the pattern that runs finds few matches.
+_WHOLE_LEADS = bytes([0xE3, 0xE4, 0xE5, 0xE6, 0xE7, 0xE8, 0xE9, 0xEB, 0xEC, 0xED])
+_DROP_BUT_WHOLE = bytes(b for b in range(256) if b not in _WHOLE_LEADS)
+_DROP_BELOW_E0 = bytes(range(0xE0))
+_DROP_BUT_4BYTE_LEADS = bytes(b for b in range(256) if not 0xF0 <= b <= 0xF4)
+_CJK_AFTER: dict[int, re.Pattern[bytes]] = {
+    0xE1: re.compile(rb"\xe1[\x84-\x87]"),  # U+1100-11FF
+    0xE2: re.compile(rb"\xe2[\xba-\xbf]"),  # U+2E80-2FFF
+    0xF0: re.compile(  # U+1AFF0-1B16F, U+20000-3FFFF
+        rb"\xf0(?:[\xa0-\xbf]|\x9a\xbf[\xb0-\xbf]|\x9b[\x80-\x84]|\x9b\x85[\x80-\xaf])"
+    ),
+}
+_NOT_CJK_AFTER: dict[int, re.Pattern[bytes]] = {
+    # CJK behind EA: U+A960-A97F and U+AC00-AFFF; behind EF: U+F900-FAFF, U+FE30-FE4F,
+    # U+FF00-FFEF. These patterns match everything else behind the same lead.
+    0xEA: re.compile(rb"\xea(?:[\x80-\xa4\xa6-\xaf]|\xa5[\x80-\x9f])"),
+    0xEF: re.compile(
+        rb"\xef(?:[\x80-\xa3\xac-\xb7\xba\xbb]|\xb8[\x80-\xaf]|\xb9[\x90-\xbf]|\xbf[\xb0-\xbf])"
+    ),
+}
+_PARTIAL_LEADS = bytes([*_CJK_AFTER, *_NOT_CJK_AFTER])
+_DROP_BUT_PARTIAL = bytes(b for b in range(256) if b not in _PARTIAL_LEADS)
 
 
 @dataclass(frozen=True)
@@ -76,14 +103,33 @@ class CharacterBreakdown:
         return -(-(self.ascii + 4 * self.cjk + 2 * self.other) // 4)
 
 
+def _breakdown_utf8(text: str, data: bytes) -> CharacterBreakdown:
+    n, size = len(text), len(data)
+    high = data.translate(None, _DROP_BELOW_E0)  # lead bytes of 3- and 4-byte characters
+    four = len(high.translate(None, _DROP_BUT_4BYTE_LEADS))
+    three = len(high) - four
+    two = size - n - 2 * three - 3 * four
+    cjk = len(high.translate(None, _DROP_BUT_WHOLE))
+    for lead in set(high.translate(None, _DROP_BUT_PARTIAL)):
+        if lead in _CJK_AFTER:
+            cjk += len(_CJK_AFTER[lead].findall(data))
+        else:
+            cjk += high.count(lead) - len(_NOT_CJK_AFTER[lead].findall(data))
+    ascii_count = n - two - three - four
+    return CharacterBreakdown(ascii=ascii_count, cjk=cjk, other=n - ascii_count - cjk)
+
+
 def breakdown(text: str) -> CharacterBreakdown:
-    """Count ASCII, CJK and other characters; C-speed string operations only."""
+    """Count ASCII, CJK and other characters, with C-speed string and bytes operations."""
     n = len(text)
     if text.isascii():
         return CharacterBreakdown(ascii=n, cjk=0, other=0)
-    ascii_count = len(text.encode("ascii", "ignore"))
-    cjk = n - len(_CJK_RUN.sub("", text))
-    return CharacterBreakdown(ascii=ascii_count, cjk=cjk, other=n - ascii_count - cjk)
+    try:
+        return _breakdown_utf8(text, text.encode("utf-8"))
+    except UnicodeEncodeError:  # lone surrogates: the slower, general way
+        ascii_count = len(text.encode("ascii", "ignore"))
+        cjk = n - len(_CJK_RUN.sub("", text))
+        return CharacterBreakdown(ascii=ascii_count, cjk=cjk, other=n - ascii_count - cjk)
 
 
 def estimate_tokens(text: str) -> int:
