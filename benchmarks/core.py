@@ -63,7 +63,7 @@ def bench_estimates() -> list[dict[str, Any]]:
         from windowfit.tokenizers import load_backend
 
         encoders = {name: load_backend(name).encoding for name in ("o200k", "cl100k")}  # type: ignore[attr-defined]
-    except Exception as exc:  # noqa: BLE001 - a benchmark reports what is missing and goes on
+    except Exception as exc:  # a benchmark reports what is missing and goes on
         print(f"  (tiktoken not available: {exc}; estimates timed alone)")
         encoders = {}
     rows = []
@@ -95,16 +95,22 @@ def conversation(n_messages: int, tokens: int) -> list[dict[str, Any]]:
                     "role": "assistant",
                     "content": [
                         {"type": "text", "text": "Let me look."},
-                        {"type": "tool_use", "id": f"t{i}", "name": "bash",
-                         "input": {"command": f"cat src/file_{i}.py"}},
+                        {
+                            "type": "tool_use",
+                            "id": f"t{i}",
+                            "name": "bash",
+                            "input": {"command": f"cat src/file_{i}.py"},
+                        },
                     ],
                 }
             )
             size = per_round + (i * 37) % 500
             body = (base * (size // len(base) + 1))[:size]
             messages.append(
-                {"role": "user",
-                 "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": body}]}
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": body}],
+                }
             )
         i += 1
     return messages if messages[-1]["role"] == "user" else messages[:-1]
@@ -122,8 +128,8 @@ def bench_fit(n_messages: int = 2000, tokens: int = 1_000_000) -> dict[str, Any]
     for fraction in (0.2, 0.5):
         budget = int(total * fraction)
         copies = [_fresh(messages) for _ in range(3)]
-        cold = min(best(lambda c=c: fit(c, budget=budget), repeat=1) for c in copies)
-        warm = best(lambda: fit(copies[0], budget=budget), repeat=20)
+        cold = min(best(lambda c=c, b=budget: fit(c, budget=b), repeat=1) for c in copies)
+        warm = best(lambda c=copies[0], b=budget: fit(c, budget=b), repeat=20)
         stage = fit(copies[0], budget=budget).report.stage
         out["budgets"].append(
             {"budget": budget, "stage": stage, "cold_ms": cold * 1e3, "warm_ms": warm * 1e3}
@@ -137,10 +143,18 @@ def bench_growth() -> list[dict[str, Any]]:
         messages = conversation(n, n * 500)
         total = fit(messages, budget=10**12).report.tokens_before
         copies = [_fresh(messages) for _ in range(3)]
-        cold = min(best(lambda c=c: fit(c, budget=total // 3), repeat=1) for c in copies)
-        warm = best(lambda: fit(copies[0], budget=total // 3), repeat=10)
-        rows.append({"messages": len(messages), "tokens": total, "cold_ms": cold * 1e3,
-                     "warm_ms": warm * 1e3, "cold_us_per_message": cold * 1e6 / len(messages)})
+        budget = total // 3
+        cold = min(best(lambda c=c, b=budget: fit(c, budget=b), repeat=1) for c in copies)
+        warm = best(lambda c=copies[0], b=budget: fit(c, budget=b), repeat=10)
+        rows.append(
+            {
+                "messages": len(messages),
+                "tokens": total,
+                "cold_ms": cold * 1e3,
+                "warm_ms": warm * 1e3,
+                "cold_us_per_message": cold * 1e6 / len(messages),
+            }
+        )
     return rows
 
 
@@ -156,29 +170,47 @@ def bench_langchain(n_messages: int = 2000, tokens: int = 1_000_000) -> dict[str
         content = m["content"]
         if m["role"] == "user" and isinstance(content, list):
             block = content[0]
-            converted.append(ToolMessage(content=block["content"], tool_call_id=block["tool_use_id"]))
+            converted.append(
+                ToolMessage(content=block["content"], tool_call_id=block["tool_use_id"])
+            )
         elif m["role"] == "user":
             converted.append(HumanMessage(content=content))
         elif isinstance(content, list):
             call = content[1]
-            converted.append(AIMessage(content=content[0]["text"], tool_calls=[
-                {"id": call["id"], "name": call["name"], "args": call["input"]}]))
+            converted.append(
+                AIMessage(
+                    content=content[0]["text"],
+                    tool_calls=[{"id": call["id"], "name": call["name"], "args": call["input"]}],
+                )
+            )
         else:
             converted.append(AIMessage(content=content))
     total = fit(messages, budget=10**12).report.tokens_before
     budget = total // 5
 
     def trim() -> Any:
-        return trim_messages(converted, max_tokens=budget, token_counter=count_tokens_approximately,
-                             strategy="last", start_on="human", allow_partial=False)
+        return trim_messages(
+            converted,
+            max_tokens=budget,
+            token_counter=count_tokens_approximately,
+            strategy="last",
+            start_on="human",
+            allow_partial=False,
+        )
 
     theirs = best(trim, repeat=3)
     copies = [_fresh(messages) for _ in range(3)]
     cold = min(best(lambda c=c: fit(c, budget=budget), repeat=1) for c in copies)
     warm = best(lambda: fit(copies[0], budget=budget), repeat=10)
-    return {"budget": budget, "langchain_ms": theirs * 1e3, "windowfit_cold_ms": cold * 1e3,
-            "windowfit_warm_ms": warm * 1e3, "speedup_cold": theirs / cold,
-            "speedup_warm": theirs / warm, "kept_by_langchain": len(trim())}
+    return {
+        "budget": budget,
+        "langchain_ms": theirs * 1e3,
+        "windowfit_cold_ms": cold * 1e3,
+        "windowfit_warm_ms": warm * 1e3,
+        "speedup_cold": theirs / cold,
+        "speedup_warm": theirs / warm,
+        "kept_by_langchain": len(trim()),
+    }
 
 
 def main() -> int:
@@ -195,8 +227,12 @@ def main() -> int:
     print("timing langchain trim_messages ...", file=sys.stderr, flush=True)
     peer = bench_langchain()
     if args.json:
-        print(json.dumps({"estimates": estimates, "fit": latency, "growth": growth,
-                          "langchain": peer}, indent=2))
+        print(
+            json.dumps(
+                {"estimates": estimates, "fit": latency, "growth": growth, "langchain": peer},
+                indent=2,
+            )
+        )
         return 0
     print("\n## Estimate throughput (300k characters of each text; best of several)\n")
     has_tk = estimates and "o200k_ms" in estimates[0]
@@ -205,8 +241,10 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|---:|" if has_tk else "|---|---:|")
     for r in estimates:
         if has_tk:
-            print(f"| {r['text']} | {r['windowfit_ms']:.2f} | {r['o200k_ms']:.1f} | "
-                  f"{r['cl100k_ms']:.1f} | {r['speedup_o200k']:.0f}x | {r['speedup_cl100k']:.0f}x |")
+            print(
+                f"| {r['text']} | {r['windowfit_ms']:.2f} | {r['o200k_ms']:.1f} | "
+                f"{r['cl100k_ms']:.1f} | {r['speedup_o200k']:.0f}x | {r['speedup_cl100k']:.0f}x |"
+            )
         else:
             print(f"| {r['text']} | {r['windowfit_ms']:.2f} |")
     print(f"\n## fit on {latency['messages']:,} messages, {latency['tokens']:,} tokens\n")
@@ -216,19 +254,27 @@ def main() -> int:
     print("\n## Growth (budget = a third of the conversation)\n")
     print("| messages | tokens | cold ms | cold us/message | warm ms |\n|---:|---:|---:|---:|---:|")
     for g in growth:
-        print(f"| {g['messages']:,} | {g['tokens']:,} | {g['cold_ms']:.1f} | "
-              f"{g['cold_us_per_message']:.1f} | {g['warm_ms']:.2f} |")
+        print(
+            f"| {g['messages']:,} | {g['tokens']:,} | {g['cold_ms']:.1f} | "
+            f"{g['cold_us_per_message']:.1f} | {g['warm_ms']:.2f} |"
+        )
     per_message = [g["cold_us_per_message"] for g in growth]
-    print(f"\ncold time per message: min {min(per_message):.1f} us, max {max(per_message):.1f} us,"
-          f" spread {max(per_message) / min(per_message):.2f}x (linear growth keeps this flat; "
-          f"median {statistics.median(per_message):.1f} us)")
+    print(
+        f"\ncold time per message: min {min(per_message):.1f} us, max {max(per_message):.1f} us,"
+        f" spread {max(per_message) / min(per_message):.2f}x (linear growth keeps this flat; "
+        f"median {statistics.median(per_message):.1f} us)"
+    )
     if peer is None:
         print("\nlangchain_core is not installed: peer comparison skipped")
     else:
-        print("\n## langchain_core.messages.trim_messages (approximate counter), same conversation\n")
-        print(f"budget {peer['budget']:,}: trim_messages {peer['langchain_ms']:.1f} ms; windowfit "
-              f"cold {peer['windowfit_cold_ms']:.1f} ms ({peer['speedup_cold']:.1f}x faster), "
-              f"warm {peer['windowfit_warm_ms']:.2f} ms ({peer['speedup_warm']:.0f}x faster)")
+        print(
+            "\n## langchain_core.messages.trim_messages (approximate counter), same conversation\n"
+        )
+        print(
+            f"budget {peer['budget']:,}: trim_messages {peer['langchain_ms']:.1f} ms; windowfit "
+            f"cold {peer['windowfit_cold_ms']:.1f} ms ({peer['speedup_cold']:.1f}x faster), "
+            f"warm {peer['windowfit_warm_ms']:.2f} ms ({peer['speedup_warm']:.0f}x faster)"
+        )
     return 0
 
 

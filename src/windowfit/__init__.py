@@ -5,10 +5,12 @@ The core imports the standard library only. Optional extras add real tokenizers
 provider-compatible server (``windowfit[server]``) and plots (``windowfit[plot]``).
 """
 
+from .classify import ErrorInfo, ErrorKind, classify_error, is_context_overflow
 from .errors import (
     CONTEXT_OVERFLOW_MESSAGE,
     ContextOverflowError,
     ConversationError,
+    LogFormatError,
     MissingExtraError,
     SettingsError,
     TokenizerError,
@@ -23,6 +25,7 @@ from .instructions import (
     add_safety_net,
     add_safety_net_to_messages,
 )
+from .retry import RetryPolicy, retry_call, retry_call_async
 from .settings import PRESETS, FitSettings
 from .sizing import Sizer
 from .tokens import CharacterBreakdown, Estimator, SeedEstimator, breakdown, estimate_tokens
@@ -38,11 +41,15 @@ __all__ = [
     "CharacterBreakdown",
     "ContextOverflowError",
     "ConversationError",
+    "ErrorInfo",
+    "ErrorKind",
     "Estimator",
     "FitReport",
     "FitResult",
     "FitSettings",
+    "LogFormatError",
     "MissingExtraError",
+    "RetryPolicy",
     "SeedEstimator",
     "SettingsError",
     "Sizer",
@@ -52,7 +59,11 @@ __all__ = [
     "add_safety_net",
     "add_safety_net_to_messages",
     "breakdown",
+    "classify_error",
     "detect_format",
     "estimate_tokens",
     "fit",
+    "is_context_overflow",
+    "retry_call",
+    "retry_call_async",
 ]

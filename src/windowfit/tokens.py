@@ -33,9 +33,10 @@ __all__ = [
 #: (unified, extensions, compatibility; all of planes 2 and 3), Hiragana, Katakana (and
 #: their supplements), Hangul (syllables and jamo), Bopomofo, and CJK punctuation: the CJK
 #: Symbols and Punctuation block, CJK compatibility forms, and the halfwidth and fullwidth
-#: forms block. The blocks are taken whole (a few unassigned code points and the Yijing
-#: hexagram symbols inside U+3000-U+9FFF come along), which lets the count run on UTF-8
-#: lead bytes at C speed.
+#: forms block. Blocks are taken whole where that lets the count run on UTF-8 lead bytes
+#: at C speed: the Yijing hexagram symbols inside U+3000-U+9FFF, and the small scripts of
+#: U+A000-U+ABFF next to Yi and Hangul (Vai, Bamum, Javanese, Cham, Meetei Mayek...), count
+#: as CJK too, which errs high for them, as the rule means to.
 CJK_RANGES: tuple[tuple[int, int, str], ...] = (
     (0x1100, 0x11FF, "Hangul Jamo"),
     (0x2E80, 0x2FFF, "CJK Radicals Supplement, Kangxi Radicals, Ideographic Description"),
@@ -46,8 +47,12 @@ CJK_RANGES: tuple[tuple[int, int, str], ...] = (
         "Compatibility Jamo, Kanbun, CJK Strokes, Enclosed CJK, CJK Compatibility, "
         "CJK Unified Ideographs and Extension A",
     ),
-    (0xA960, 0xA97F, "Hangul Jamo Extended-A"),
-    (0xAC00, 0xD7FF, "Hangul Syllables, Hangul Jamo Extended-B"),
+    (
+        0xA000,
+        0xD7FF,
+        "Yi, Hangul Jamo Extended-A, Hangul Syllables, Hangul Jamo Extended-B "
+        "(and the small scripts between them, counted high)",
+    ),
     (0xF900, 0xFAFF, "CJK Compatibility Ideographs"),
     (0xFE30, 0xFE4F, "CJK Compatibility Forms"),
     (0xFF00, 0xFFEF, "Halfwidth and Fullwidth Forms"),
@@ -59,14 +64,13 @@ _CJK_CLASS = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi, _ in CJK_RANGES)
 _CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
 
 # The count runs on UTF-8 bytes with C-speed ``translate`` passes. Every character of
-# U+3000-U+9FFF starts with a byte E3-E9 and every one of U+B000-U+D7FF with EB-ED (ED
-# A0-BF would be a surrogate, which strict UTF-8 never produces): those lead bytes alone
-# identify a CJK character. The other ranges share their lead byte with non-CJK
-# characters, so a pattern checks the following bytes: for E1, E2 and F0 it matches the
-# CJK characters (rare behind those leads: Georgian, punctuation, emoji are common), for EA
-# and EF it matches the non-CJK ones (rare there: Hangul and fullwidth forms are common),
-# so that the pattern that runs finds few matches.
-_WHOLE_LEADS = bytes([0xE3, 0xE4, 0xE5, 0xE6, 0xE7, 0xE8, 0xE9, 0xEB, 0xEC, 0xED])
+# U+3000-U+D7FF starts with a byte E3-ED (ED A0-BF would be a surrogate, which strict
+# UTF-8 never produces): those lead bytes alone identify a CJK character. The other ranges
+# share their lead byte with non-CJK characters, so a pattern checks the following bytes:
+# for E1, E2 and F0 it matches the CJK characters (rare behind those leads: Georgian,
+# punctuation, emoji are common), for EF the non-CJK ones (rare there: fullwidth forms are
+# common), so that the pattern that runs finds few matches.
+_WHOLE_LEADS = bytes([0xE3, 0xE4, 0xE5, 0xE6, 0xE7, 0xE8, 0xE9, 0xEA, 0xEB, 0xEC, 0xED])
 _DROP_BUT_WHOLE = bytes(b for b in range(256) if b not in _WHOLE_LEADS)
 _DROP_BELOW_E0 = bytes(range(0xE0))
 _DROP_BUT_4BYTE_LEADS = bytes(b for b in range(256) if not 0xF0 <= b <= 0xF4)
@@ -78,15 +82,12 @@ _CJK_AFTER: dict[int, re.Pattern[bytes]] = {
     ),
 }
 _NOT_CJK_AFTER: dict[int, re.Pattern[bytes]] = {
-    # CJK behind EA: U+A960-A97F and U+AC00-AFFF; behind EF: U+F900-FAFF, U+FE30-FE4F,
-    # U+FF00-FFEF. These patterns match everything else behind the same lead.
-    0xEA: re.compile(rb"\xea(?:[\x80-\xa4\xa6-\xaf]|\xa5[\x80-\x9f])"),
+    # CJK behind EF: U+F900-FAFF, U+FE30-FE4F, U+FF00-FFEF. This pattern matches
+    # everything else behind the same lead.
     0xEF: re.compile(
         rb"\xef(?:[\x80-\xa3\xac-\xb7\xba\xbb]|\xb8[\x80-\xaf]|\xb9[\x90-\xbf]|\xbf[\xb0-\xbf])"
     ),
 }
-_PARTIAL_LEADS = bytes([*_CJK_AFTER, *_NOT_CJK_AFTER])
-_DROP_BUT_PARTIAL = bytes(b for b in range(256) if b not in _PARTIAL_LEADS)
 
 
 @dataclass(frozen=True)
@@ -110,11 +111,12 @@ def _breakdown_utf8(text: str, data: bytes) -> CharacterBreakdown:
     three = len(high) - four
     two = size - n - 2 * three - 3 * four
     cjk = len(high.translate(None, _DROP_BUT_WHOLE))
-    for lead in set(high.translate(None, _DROP_BUT_PARTIAL)):
-        if lead in _CJK_AFTER:
-            cjk += len(_CJK_AFTER[lead].findall(data))
-        else:
-            cjk += high.count(lead) - len(_NOT_CJK_AFTER[lead].findall(data))
+    for lead, pattern in _CJK_AFTER.items():
+        if lead in high:
+            cjk += len(pattern.findall(data))
+    for lead, pattern in _NOT_CJK_AFTER.items():
+        if lead in high:
+            cjk += high.count(lead) - len(pattern.findall(data))
     ascii_count = n - two - three - four
     return CharacterBreakdown(ascii=ascii_count, cjk=cjk, other=n - ascii_count - cjk)
 
