@@ -250,13 +250,17 @@ class _Fold:
 
     def advance_protection(self, upto: int) -> None:
         """Move the protected tail to the results of messages[:upto]: the newest results
-        whose running total fits in protect_fraction of the budget, at least the newest."""
+        whose running total fits in protect_fraction of the budget, at least the newest
+        (or, with ``keep_results``, the newest that many results)."""
         limit = self.settings.protect_fraction * self.budget
+        keep = self.settings.keep_results
         count = bisect_left(self.result_msgs, upto)
         while self.tail_end < count:
             self.tail_tokens += self.results[self.tail_end].tokens
             self.tail_end += 1
-        while self.protected_from < count - 1 and self.tail_tokens > limit:
+        while self.protected_from < count - 1 and (
+            count - self.protected_from > keep if keep is not None else self.tail_tokens > limit
+        ):
             leaving = self.results[self.protected_from]
             self.tail_tokens -= leaving.tokens
             if leaving.clearable:
@@ -318,6 +322,11 @@ class _Fold:
         """The decision at the request made of messages[:upto], given the previous one."""
         budget = self.budget
         self.advance_protection(upto)
+        trigger = self.settings.clear_trigger
+        if trigger is not None and self.fixed + self.prefix[upto] > trigger * budget:
+            # Keep-window clearing: every clearable result goes as soon as it leaves the
+            # window, which changes the request near its end and re-sends little.
+            state = _State(len(self.clearable_msg), state.cut)
         if self.head_end < 0 or self.size(state.cleared, state.cut, upto) <= budget:
             return replace(state, failed=False) if state.failed else state
         n_clearable = len(self.clearable_msg)

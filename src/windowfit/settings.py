@@ -6,6 +6,10 @@ down to a low-water mark, and when it has to drop turns or rounds, it drops enou
 leave headroom, so that the many requests that follow share their prefix with the prompt
 cache. ``seed`` is the write-up's behaviour exactly (clear just enough, four at a time;
 slide the window of turns or rounds at every request), kept for reference.
+``windowfit-lean`` is for users who care most about cost: past a trigger it clears each
+result as it leaves a small keep-window (as Anthropic's clear_tool_uses and OpenHands'
+observation masking do), which changes the request only near its end; the budget guarantee
+and stages 2 and 3 stay as the fallback.
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ class FitSettings:
     window by the least amount, as the seed does).
     ``stateless``: decide from the current request alone (the seed), instead of from the
     conversation's earlier request points as well (see :mod:`windowfit.fitting`).
+    ``keep_results``: protect the newest this many results instead of a fraction of the
+    budget. ``clear_trigger``: once the uncleared request is above this fraction of the
+    budget, clear every clearable result as soon as it leaves the protected window (one
+    at a time, near the end of the request), instead of in batches when over budget.
     """
 
     name: str = "windowfit"
@@ -44,6 +52,8 @@ class FitSettings:
     low_water: float = 0.5
     cut_low_water: float = 0.5
     stateless: bool = False
+    keep_results: int | None = None
+    clear_trigger: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
@@ -52,6 +62,16 @@ class FitSettings:
             value = getattr(self, field)
             if not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
                 raise SettingsError(f"{field} must be in (0, 1], not {value!r}")
+        if self.keep_results is not None and (
+            not isinstance(self.keep_results, int) or self.keep_results < 1
+        ):
+            raise SettingsError(f"keep_results must be None or >= 1, not {self.keep_results!r}")
+        if self.clear_trigger is not None and (
+            not isinstance(self.clear_trigger, (int, float)) or not 0.0 < self.clear_trigger <= 1.0
+        ):
+            raise SettingsError(
+                f"clear_trigger must be None or in (0, 1], not {self.clear_trigger!r}"
+            )
         if not isinstance(self.min_clear_ratio, (int, float)) or self.min_clear_ratio < 1.0:
             raise SettingsError(f"min_clear_ratio must be >= 1, not {self.min_clear_ratio!r}")
 
@@ -74,4 +94,5 @@ class FitSettings:
 PRESETS: dict[str, FitSettings] = {
     "windowfit": FitSettings(),
     "seed": FitSettings(name="seed", low_water=1.0, cut_low_water=1.0, stateless=True),
+    "windowfit-lean": FitSettings(name="windowfit-lean", keep_results=3, clear_trigger=1.0),
 }

@@ -28,12 +28,13 @@ estimators. Hugging Face tokenizers always match their added tokens (such as Dee
 ``<｜end▁of▁sentence｜>``) in the text; that is how those tokenizers behave.
 
 Long texts (over ``split_above`` characters) are cut at places where the tokenizers'
-pre-tokenisation would split anyway (after a newline that is followed by anything but
-whitespace or ``/``, or before a single space between two letters), and the pieces are
-counted in one parallel batch call. For the bundled files this gives exactly the count of
-the whole text; for a Hugging Face file of your own whose pre-tokeniser adds a prefix
-space (SentencePiece-style ``▁``), each cut can add about one token: pass
-``split_above=None`` to count in one call.
+pre-tokenisation splits anyway (after a lone newline, or before a single space between two
+letters), and the pieces are counted in one parallel batch call. For the bundled files
+this gives exactly the count of the whole text; for a Hugging Face file of your own whose
+pre-tokeniser adds a prefix space (SentencePiece-style ``▁``), each cut can add about one
+token: pass ``split_above=None`` to count in one call. A whitespace run of a million
+characters crashes tiktoken's regex engine, so the tiktoken-based estimators count runs
+longer than :data:`MAX_WHITESPACE_RUN` in pieces (about one token off per piece).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from windowfit.errors import MissingExtraError, TokenizerError
 from windowfit.tokens import Estimator
@@ -64,12 +65,14 @@ __all__ = [
     "BACKEND_NAMES",
     "DEFAULT_CHUNK_CHARS",
     "DEFAULT_SPLIT_ABOVE",
+    "HF_CHUNK_CHARS",
     "HF_SPLIT_ABOVE",
     "MAX_WHITESPACE_RUN",
     "BackendInfo",
     "HFTokenizerEstimator",
     "TekkenEstimator",
     "TiktokenEstimator",
+    "TokenizerEstimator",
     "available_backends",
     "load_backend",
     "parse_tiktoken_bpe",
@@ -78,14 +81,17 @@ __all__ = [
 ]
 
 #: Texts longer than this many characters are split and counted in a parallel batch by
-#: the tiktoken-based estimators (tiktoken itself is linear on big strings; splitting only
-#: buys the second core).
-DEFAULT_SPLIT_ABOVE = 1_000_000
-#: Hugging Face ``tokenizers`` is several times slower per call than tiktoken, and its batch
-#: call runs on every core, so its estimators split from this length on.
-HF_SPLIT_ABOVE = 100_000
-#: Target size of the pieces a long text is cut into.
+#: the tiktoken-based estimators. tiktoken is linear on big strings (4-20M chars/s in one
+#: call); the batch only buys the other cores: 1.3-1.6x on two cores for 600k characters.
+DEFAULT_SPLIT_ABOVE = 256_000
+#: Target size of the pieces a long text is cut into by the tiktoken-based estimators.
 DEFAULT_CHUNK_CHARS = 64_000
+#: Hugging Face ``tokenizers`` slows down on long single inputs (0.6-1.4M chars/s for 600k
+#: characters in one call) and its batch call runs on every core: 16k-character pieces
+#: count 2.5-4x faster on two cores, and already 1.7x for a 50k-character text.
+HF_SPLIT_ABOVE = 32_000
+#: Target size of the pieces a long text is cut into by the Hugging Face estimators.
+HF_CHUNK_CHARS = 16_000
 
 PathArg = str | os.PathLike[str]
 _T = TypeVar("_T")
@@ -105,7 +111,8 @@ _SAFE_CUT = re.compile(r"(?<=\S)\n(?=[^\s/])|(?<=[^\W\d_]) (?=[^\W\d_])")
 
 def split_text(text: str, chunk_chars: int = DEFAULT_CHUNK_CHARS) -> list[str]:
     """Cut ``text`` into pieces of at least ``chunk_chars`` characters (the last may be
-    shorter) at places where tokenizers split anyway; ``"".join(pieces) == text``.
+    shorter) at places where the bundled tokenizers split anyway, so that the pieces' token
+    counts add up to the text's; ``"".join(pieces) == text``.
 
     A text with no such place after ``chunk_chars`` characters is not cut further.
     """
@@ -258,8 +265,7 @@ def _cached(kind: str, path: Path, load: Callable[[], _T]) -> _T:
     key = (kind, str(path.resolve()))
     with _CACHE_LOCK:
         if key in _CACHE:
-            value: _T = _CACHE[key]  # type: ignore[assignment]
-            return value
+            return cast(_T, _CACHE[key])
         loaded = load()
         _CACHE[key] = loaded
         return loaded
@@ -276,10 +282,18 @@ def _clear_cache() -> None:
 # --------------------------------------------------------------------------------------
 
 
-class _TokenizerEstimator(Estimator):
-    """Counts with a real tokenizer; splits long texts and counts the pieces in a batch."""
+class TokenizerEstimator(Estimator):
+    """An estimator backed by a real tokenizer file: exact counts, not estimates.
+
+    ``source`` is the file it was loaded from. Texts longer than ``split_above`` characters
+    (``None``: never) are cut into pieces of about ``chunk_chars`` characters at places
+    where the tokenizer splits anyway (see :func:`split_text`), and the pieces are counted
+    in one batch call that uses every core. Both may be changed on an instance.
+    """
 
     source: Path
+    #: Longest whitespace run counted in one piece (``None``: no limit).
+    max_whitespace_run: int | None = None
 
     def __init__(self, split_above: int | None, chunk_chars: int) -> None:
         if split_above is not None and split_above < 1:
@@ -288,9 +302,6 @@ class _TokenizerEstimator(Estimator):
             raise ValueError("chunk_chars must be at least 1")
         self.split_above = split_above
         self.chunk_chars = chunk_chars
-
-    #: Longest whitespace run counted in one piece (``None``: no limit).
-    max_whitespace_run: int | None = None
 
     def estimate(self, text: str) -> int:
         if not text:
@@ -308,6 +319,14 @@ class _TokenizerEstimator(Estimator):
         if self.split_above is not None and len(text) > self.split_above:
             pieces = [part for piece in pieces for part in split_text(piece, self.chunk_chars)]
         return pieces
+
+    @abstractmethod
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` in one tokenizer call, without BOS/EOS."""
+
+    @abstractmethod
+    def decode(self, tokens: Sequence[int]) -> str:
+        """Text of ``tokens``."""
 
     @abstractmethod
     def _count(self, text: str) -> int:
@@ -493,7 +512,7 @@ def _rust_call(call: Callable[[], _T], what: str) -> _T:
         raise TokenizerError(f"{what} failed inside the tokenizer: {exc}") from exc
 
 
-class _TiktokenCounter(_TokenizerEstimator):
+class _TiktokenCounter(TokenizerEstimator):
     """Counts with a ``tiktoken.Encoding`` (OpenAI files and Tekken)."""
 
     encoding: tiktoken.Encoding
@@ -559,7 +578,9 @@ class TiktokenEstimator(_TiktokenCounter):
         else:
             source, check = _user_path(path), bool(verify)
         self.encoding = _cached(
-            f"tiktoken:{spec.name}", source, lambda: _load_openai_encoding(spec, source, check)
+            f"tiktoken:{spec.name}:{'verified' if check else 'unverified'}",
+            source,
+            lambda: _load_openai_encoding(spec, source, check),
         )
         self.source = source
         self.family = spec.family
@@ -697,7 +718,7 @@ def _load_hf(path: Path) -> tokenizers.Tokenizer:
     return tokenizer
 
 
-class HFTokenizerEstimator(_TokenizerEstimator):
+class HFTokenizerEstimator(TokenizerEstimator):
     """Counts with a Hugging Face ``tokenizer.json`` (``add_special_tokens=False``).
 
     ``tokenizer`` is ``"deepseek"`` (DeepSeek-V3/R1, bundled by litellm) or
@@ -714,7 +735,7 @@ class HFTokenizerEstimator(_TokenizerEstimator):
         path: PathArg | None = None,
         family: str | None = None,
         split_above: int | None = HF_SPLIT_ABOVE,
-        chunk_chars: int = DEFAULT_CHUNK_CHARS,
+        chunk_chars: int = HF_CHUNK_CHARS,
     ) -> None:
         super().__init__(split_above, chunk_chars)
         _import_tokenizers(f"Counting {tokenizer} tokens")
@@ -747,22 +768,32 @@ class HFTokenizerEstimator(_TokenizerEstimator):
         """Token ids of ``text`` without BOS/EOS."""
         return list(self._encode_one(text).ids)
 
+    def decode(self, tokens: Sequence[int]) -> str:
+        """Text of ``tokens``, special tokens included (a normalizer may have changed it)."""
+        return self.tokenizer.decode(list(tokens), skip_special_tokens=False)
+
     def _encode_one(self, text: str) -> tokenizers.Encoding:
+        what = f"encoding with {self}"
         try:
-            return self.tokenizer.encode(text, add_special_tokens=False)
+            return _rust_call(lambda: self.tokenizer.encode(text, add_special_tokens=False), what)
         except TypeError:
             # Lone surrogates cannot cross into Rust; count them as U+FFFD like tiktoken.
-            return self.tokenizer.encode(_without_surrogates(text), add_special_tokens=False)
+            clean = _without_surrogates(text)
+            return _rust_call(lambda: self.tokenizer.encode(clean, add_special_tokens=False), what)
 
     def _count(self, text: str) -> int:
         return len(self._encode_one(text))
 
     def _count_many(self, texts: list[str]) -> int:
+        what = f"encoding with {self}"
         try:
-            encodings = self._encode_batch(texts, add_special_tokens=False)
+            encodings = _rust_call(
+                lambda: self._encode_batch(texts, add_special_tokens=False), what
+            )
         except TypeError:
-            encodings = self._encode_batch(
-                [_without_surrogates(text) for text in texts], add_special_tokens=False
+            clean = [_without_surrogates(text) for text in texts]
+            encodings = _rust_call(
+                lambda: self._encode_batch(clean, add_special_tokens=False), what
             )
         return sum(len(encoding) for encoding in encodings)
 
@@ -791,7 +822,7 @@ class _Backend:
     extra: str
     description: str
     locate: Callable[[], Path | None]
-    load: Callable[[PathArg | None], Estimator]
+    load: Callable[[PathArg | None], TokenizerEstimator]
 
 
 def _openai_backend(encoding: str, description: str) -> _Backend:
@@ -894,7 +925,7 @@ def available_backends() -> list[BackendInfo]:
     return list(_iter_available())
 
 
-def load_backend(name: str, *, path: PathArg | None = None) -> Estimator:
+def load_backend(name: str, *, path: PathArg | None = None) -> TokenizerEstimator:
     """Load a real tokenizer by name: ``"o200k"``, ``"cl100k"``, ``"deepseek"``,
     ``"claude-legacy"``, ``"tekken"`` (also ``"tekken-240718"``, ``"p50k"``, ``"r50k"``).
 
