@@ -171,6 +171,8 @@ def default_sizer(estimator: Estimator | None = None, provider: str = "anthropic
     key = (id(est), provider)
     sizer = _DEFAULT_SIZERS.get(key)
     if sizer is None or sizer.estimator is not est:
+        if len(_DEFAULT_SIZERS) >= 64:  # many short-lived estimators: start over
+            _DEFAULT_SIZERS.clear()
         sizer = Sizer(est, provider)
         _DEFAULT_SIZERS[key] = sizer
     return sizer

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "CJK_RANGES",
@@ -155,6 +157,15 @@ class Estimator(ABC):
     @abstractmethod
     def estimate(self, text: str) -> int:
         """Tokens in ``text``; for an estimate, erring high rather than low."""
+
+    def estimate_message(self, message: Mapping[str, Any], format: str | None = None) -> int:
+        """Tokens of one provider-format message (Anthropic or OpenAI chat, detected),
+        overheads included; computed once per message object and remembered."""
+        from .formats import detect_format, get_format
+        from .sizing import default_sizer
+
+        fmt = format or detect_format([message])
+        return default_sizer(self, fmt).measure(message, get_format(fmt), 0)[1].tokens
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
