@@ -261,3 +261,48 @@ def test_a_corrected_message_is_accepted_after_an_error() -> None:
         ],
     }
     assert fit([first, call, good], budget=1000).report.stage == 0
+
+
+def test_limit_turns_an_overflow_into_an_over_budget_request() -> None:
+    """A request over windowfit's budget but inside the model's window still gets sent."""
+    messages = _subagent(3, 40_000)  # the newest result alone is ~10k tokens
+    with pytest.raises(ContextOverflowError):
+        fit(messages, budget=5000)
+    result = fit(messages, budget=5000, limit=20_000)
+    assert result.report.over_budget
+    assert result.report.budget == 5000
+    assert 5000 < result.report.tokens_after <= 20_000
+    check_valid_request("anthropic", result.messages)
+    with pytest.raises(ContextOverflowError):
+        fit(messages, budget=5000, limit=6000)
+
+
+def test_clearing_that_cannot_reach_the_mark_hands_over_to_the_cut() -> None:
+    """Once stage 1 has cleared everything without reaching its low-water mark, the next
+    outgrowth is met by a cut with headroom, not by clearing one more result (which would
+    re-send everything after it for little room)."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for i in range(60):  # long assistant turns, mid-sized results: little to clear
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "thinking " * 150},
+                    {"type": "tool_use", "id": f"c{i}", "name": "read", "input": {}},
+                ],
+            }
+        )
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"c{i}", "content": "y" * 800}],
+            }
+        )
+    budget = int(fit(messages, budget=10**9).report.tokens_before * 0.6)
+    stages = []
+    for point in range(3, len(messages) + 1, 2):
+        report = fit(messages[:point], budget=budget).report
+        stages.append((report.stage, report.clearing_exhausted))
+    assert (1, True) in stages
+    first_exhausted = stages.index((1, True))
+    assert any(stage == 3 for stage, _ in stages[first_exhausted:])

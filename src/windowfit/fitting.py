@@ -49,7 +49,10 @@ class FitReport:
     cleared. ``dropped``: indexes of input messages left out. ``prefix_end``: how many
     leading input messages are sent exactly as given, in the same positions; the request
     is unchanged before it. ``note_index``: where the trimmed-conversation note stands in
-    the output (``None`` without one).
+    the output (``None`` without one). ``clearing_exhausted``: at an earlier request, stage
+    1 cleared all it could without reaching its low-water mark, so the next time the request
+    outgrows the budget stages 2 and 3 take over. ``over_budget``: nothing fitted the
+    budget, and the request was fitted to the ``limit`` given to :func:`fit` instead.
     """
 
     stage: int
@@ -64,6 +67,8 @@ class FitReport:
     note_index: int | None = None
     messages_before: int = 0
     messages_after: int = 0
+    clearing_exhausted: bool = False
+    over_budget: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +84,8 @@ class FitReport:
             "note_index": self.note_index,
             "messages_before": self.messages_before,
             "messages_after": self.messages_after,
+            "clearing_exhausted": self.clearing_exhausted,
+            "over_budget": self.over_budget,
         }
 
 
@@ -177,6 +184,7 @@ class _State:
     cleared: int = 0  # how many of the clearable results (oldest first) are cleared
     cut: int = -1  # first kept message after the head; -1 while nothing is dropped
     failed: bool = False
+    exhausted: bool = False  # stage 1 once cleared all it could without reaching the mark
 
 
 @dataclass
@@ -326,7 +334,7 @@ class _Fold:
         if trigger is not None and self.fixed + self.prefix[upto] > trigger * budget:
             # Keep-window clearing: every clearable result goes as soon as it leaves the
             # window, which changes the request near its end and re-sends little.
-            state = _State(len(self.clearable_msg), state.cut)
+            state = _State(len(self.clearable_msg), state.cut, exhausted=state.exhausted)
         if self.head_end < 0 or self.size(state.cleared, state.cut, upto) <= budget:
             return replace(state, failed=False) if state.failed else state
         n_clearable = len(self.clearable_msg)
@@ -339,9 +347,14 @@ class _Fold:
             lambda k: self.size(k, state.cut, upto) <= low,
         )
         if cleared is not None:
-            return _State(cleared, state.cut)
-        if state.cut < 0 and self.size(n_clearable, state.cut, upto) <= budget:
-            return _State(n_clearable, state.cut)
+            return _State(cleared, state.cut, exhausted=state.exhausted)
+        if state.cut < 0 and not state.exhausted:
+            if self.size(n_clearable, state.cut, upto) <= budget:
+                # The mark is out of reach: clear all there is, once. The next time the
+                # request outgrows the budget, clearing the few results that left the
+                # protected tail since would buy little room for a re-send of everything
+                # after them, so stages 2 and 3 take over then.
+                return _State(n_clearable, state.cut, exhausted=True)
         return self._cut(state, upto, n_clearable)
 
     def _cut(self, state: _State, upto: int, cleared: int) -> _State:
@@ -356,7 +369,7 @@ class _Fold:
             if chosen is None and self.size(cleared, turns[-1], upto) <= budget:
                 chosen = turns[-1]
             if chosen is not None:
-                return _State(cleared, chosen)
+                return _State(cleared, chosen, exhausted=state.exhausted)
         current_turn = self.turn_starts[hi - 1] if hi > 0 else self.first
         lo = bisect_left(self.assistants, max(start, current_turn + 1))
         hi = bisect_left(self.assistants, upto)
@@ -366,7 +379,7 @@ class _Fold:
             if chosen is None and self.size(cleared, rounds[-1], upto) <= budget:
                 chosen = rounds[-1]
             if chosen is not None:
-                return _State(cleared, chosen)
+                return _State(cleared, chosen, exhausted=state.exhausted)
             return _State(cleared, rounds[-1], failed=True)
         if turns:
             return _State(cleared, turns[-1], failed=True)
@@ -442,6 +455,7 @@ def fit(
     settings: FitSettings | str | None = None,
     format: str | None = None,
     estimator: Estimator | None = None,
+    limit: int | None = None,
 ) -> FitResult:
     """Shape ``messages`` so that the request fits ``budget`` tokens (estimated).
 
@@ -449,6 +463,11 @@ def fit(
     pass ``format="anthropic"`` or ``"openai"`` to choose). ``system`` and ``tools`` are
     counted against the budget and never changed. The input is never modified: the
     result holds a new list whose unchanged messages are the very objects given.
+
+    ``limit`` is the model's hard context window, when known (the budget is windowfit's
+    own, lower limit). When nothing fits the budget but the request can be fitted to the
+    limit, that request is returned (``report.over_budget``) rather than an error: a
+    request over the budget but inside the window still gets an answer.
 
     Raises :class:`~windowfit.ContextOverflowError` when even the first message, the
     current turn's opening message and the latest tool round do not fit, and
@@ -459,6 +478,8 @@ def fit(
         raise SettingsError(f"budget must be a whole number of tokens, not {budget!r}")
     if budget <= 0:
         raise SettingsError(f"budget must be positive, not {budget}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+        raise SettingsError(f"limit must be a positive whole number of tokens, not {limit!r}")
     if isinstance(settings, str):
         settings = FitSettings.preset(settings)
     settings = settings or FitSettings()
@@ -498,6 +519,18 @@ def fit(
         state = fold.step(fold.state if not settings.stateless else _State(), n)
         if state.failed or (fold.head_end < 0 and tokens_before > budget):
             needed = fold.size(state.cleared, state.cut, n) if fold.head_end >= 0 else tokens_before
+            if limit is not None and limit > budget:
+                fallback = fit(
+                    messages,
+                    budget=limit,
+                    system=system,
+                    tools=tools,
+                    settings=settings,
+                    format=fmt,
+                    estimator=estimator,
+                )
+                over = replace(fallback.report, budget=budget, over_budget=True)
+                return replace(fallback, report=over)
             raise ContextOverflowError(
                 "the first message, the current turn's opening message and the latest tool "
                 "round do not fit the budget",
@@ -520,6 +553,7 @@ def fit(
         note_index=built.note_index,
         messages_before=n,
         messages_after=len(built.out),
+        clearing_exhausted=state.exhausted,
     )
     return FitResult(list(built.out), report, system, tools)
 

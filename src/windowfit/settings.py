@@ -50,7 +50,7 @@ class FitSettings:
     protect_fraction: float = 0.25
     min_clear_ratio: float = 2.0
     low_water: float = 0.5
-    cut_low_water: float = 0.5
+    cut_low_water: float = 0.3
     stateless: bool = False
     keep_results: int | None = None
     clear_trigger: float | None = None
