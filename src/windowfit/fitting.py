@@ -348,13 +348,13 @@ class _Fold:
         )
         if cleared is not None:
             return _State(cleared, state.cut, exhausted=state.exhausted)
-        if state.cut < 0 and not state.exhausted:
-            if self.size(n_clearable, state.cut, upto) <= budget:
-                # The mark is out of reach: clear all there is, once. The next time the
-                # request outgrows the budget, clearing the few results that left the
-                # protected tail since would buy little room for a re-send of everything
-                # after them, so stages 2 and 3 take over then.
-                return _State(n_clearable, state.cut, exhausted=True)
+        # The mark is out of reach: clear all there is, once. The next time the request
+        # outgrows the budget, clearing the few results that left the protected tail since
+        # would buy little room for a re-send of everything after them, so stages 2 and 3
+        # take over then.
+        once = state.cut < 0 and not state.exhausted
+        if once and self.size(n_clearable, state.cut, upto) <= budget:
+            return _State(n_clearable, state.cut, exhausted=True)
         return self._cut(state, upto, n_clearable)
 
     def _cut(self, state: _State, upto: int, cleared: int) -> _State:
