@@ -1,205 +1,298 @@
-"""``windowfit demo``: fitting at work on a long sub-agent run, offline.
+"""``windowfit demo``: the write-up's three failures, before and after, offline.
 
-A sub-agent is asked to read 40 long chapters, one tool call each, within a 400,000-token
-budget. Its requests are replayed three ways: as the old system sent them (it trimmed only
-at user messages, and a sub-agent has only one, so every request carries the whole
-history), with the seed's stages, and with windowfit's cache-stable defaults. For each, the
-table shows how large the requests got and what they cost under prompt caching.
+Each scenario of :mod:`windowfit.sim` runs twice on the simulated provider (a hard limit
+counted with a real tokenizer, Anthropic's "prompt is too long" error, prompt-cache
+accounting): *before* with the old system (trimming only at user messages, chars/4
+estimates, rejected requests retried, no safety net in the instructions) and *after* with
+windowfit. Progress goes to stderr while it runs; the tables (or, with ``--json``, one
+JSON document) go to stdout.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import random
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TextIO
 
-from .cache import PrefixCacheMeter
-from .errors import ContextOverflowError
-from .fitting import fit
-from .formats import get_format
-from .instructions import SAFETY_NET
-from .settings import FitSettings
-from .sizing import default_sizer
-from .tokens import estimate_tokens
+from .agent import AgentEvent
+from .sim import SCENARIOS, Figures, ScenarioConfig, Scenarios, TextSource, generated_text
 
-__all__ = ["chapter_text", "run_demo"]
-
-_RU_WORDS = " ".join(
-    [
-        "и в не он на я что тот быть с а весь это как она по но они к у ты из мы за вы",
-        "так же от сказать этот который мочь человек о один ещё бы такой только себя своё",
-        "какой когда уже для вот кто да говорить год знать мой до или если время рука нет",
-        "самый ни стать большой даже другой наш свой ну под где дело есть сам раз чтобы",
-        "два там чем глаз жизнь первый день тут во ничто потом очень со хотеть ли при",
-        "голова надо без видеть идти теперь тоже стоять друг дом сейчас можно после слово",
-        "здесь думать место спросить через лицо что-то",
-    ]
-).split()
-_EN_WORDS = " ".join(
-    [
-        "the of and to in he was that it his her with as had for she not at but be on you",
-        "him all by which they so my have from this were me one said there would an what",
-        "when no their who if could been we them or more upon into out some then only",
-        "little now very man time like about over before must than such our your may well",
-        "made came again down",
-    ]
-).split()
+__all__ = ["chapter_text", "collect", "render", "run_demo"]
 
 
 def chapter_text(number: int, words: int, language: str = "ru", seed: int = 0) -> str:
-    """A deterministic chapter of plausible prose in Russian or English."""
-    rng = random.Random(f"{language}:{number}:{seed}")
-    vocab = _RU_WORDS if language == "ru" else _EN_WORDS
-    title = f"Глава {number}" if language == "ru" else f"Chapter {number}"
-    out = [title, ""]
-    sentence: list[str] = []
-    for _ in range(words):
-        sentence.append(rng.choice(vocab))
-        if len(sentence) >= rng.randint(6, 18):
-            text = " ".join(sentence)
-            out.append(text[0].upper() + text[1:] + rng.choice([".", ".", ".", "!", "?", ","]))
-            sentence = []
-    return " ".join(out)
+    """A deterministic chapter of generated prose of about ``words`` words (see
+    :func:`windowfit.sim.generated_text`)."""
+    chars_per_word = 7 if language == "ru" else 6
+    key = f"chapter-{number}" if not seed else f"seed-{seed}-chapter-{number}"
+    return generated_text(language, key, words * chars_per_word)
 
 
-@dataclass
-class _Row:
-    policy: str
-    requests: int = 0
-    peak: int = 0
-    over_budget: int = 0
-    over_limit: int = 0
-    refused: int = 0
-    breaks: int = 0
-    cost: float = 0.0
-    read_share: float = 0.0
+# --------------------------------------------------------------------------------------
+# Progress
 
 
-def _subagent_run(chapters: int, words: int) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [
-        {
-            "role": "user",
-            "content": f"Read chapters 1 to {chapters} and check them against the notes.",
-        }
-    ]
-    for n in range(1, chapters + 1):
-        call_id = f"toolu_{n:03d}"
-        messages.append(
-            {
-                "role": "assistant",
-                "content": [
-                    {"type": "text", "text": f"Reading chapter {n}."},
-                    {
-                        "type": "tool_use",
-                        "id": call_id,
-                        "name": "read_file",
-                        "input": {"path": f"chapters/{n:02d}.txt"},
-                    },
-                ],
-            }
+class _Progress:
+    """Progress on stderr: a live line on a terminal, a line per run otherwise."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream
+        self.live = bool(stream is not None and stream.isatty())
+        self.requests = self.rejected = self.ended = 0
+        self.last = 0.0
+        self.label = ""
+
+    def write(self, text: str) -> None:
+        if self.stream is None:
+            return
+        if self.live:
+            self.stream.write("\r\033[K")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def start(self, scenario: str, mode: str) -> None:
+        self.requests = self.rejected = self.ended = 0
+        self.label = f"{scenario} ({mode})"
+        if not self.live:
+            self.write(f"  running {self.label} ...")
+
+    def event(self, scenario: str, mode: str, event: AgentEvent) -> None:
+        if event.kind == "request":
+            self.requests += 1
+        elif event.kind == "error":
+            self.rejected += 1
+        elif event.kind == "ended":
+            self.ended += 1
+        if not self.live or self.stream is None:
+            return
+        now = time.monotonic()
+        if now - self.last < 0.1 and event.kind != "ended":
+            return
+        self.last = now
+        self.stream.write(
+            f"\r\033[K  {self.label}: {self.requests} requests, {self.rejected} rejected, "
+            f"{self.ended} agents done"
         )
-        messages.append(
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": call_id,
-                        "content": chapter_text(n, words),
-                    }
-                ],
-            }
+        self.stream.flush()
+
+    def done(self, scenario: str, mode: str, figures: Figures) -> None:
+        self.write(
+            f"  {scenario} ({mode}): {figures.finished} of {figures.agents} finished, "
+            f"{figures.rejected_requests} requests rejected, {figures.seconds:.1f} s"
         )
-    return messages
 
 
-def _replay(
-    name: str,
-    messages: list[dict[str, Any]],
-    shape: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
-    budget: int,
-    hard_limit: int,
-    fixed: int,
-) -> _Row:
-    sizer = default_sizer(provider="anthropic")
-    spec = get_format("anthropic")
-    meter = PrefixCacheMeter()
-    row = _Row(name)
-    for point in range(1, len(messages) + 1, 2):
-        try:
-            request = shape(messages[:point])
-        except ContextOverflowError:
-            row.refused += 1
-            continue
-        sizes = [sizer.size_of(spec.from_message(m, i)).tokens for i, m in enumerate(request)]
-        size = fixed + sum(sizes)
-        row.requests += 1
-        row.peak = max(row.peak, size)
-        row.over_budget += size > budget
-        if size > hard_limit:
-            row.over_limit += 1  # the provider rejects it: nothing is read or written
-            continue
-        meter.observe(request, sizes, fixed)
-    row.breaks = meter.breaks
-    row.cost = meter.cost
-    row.read_share = meter.read_share
-    return row
+# --------------------------------------------------------------------------------------
+# Running
 
 
-def run_demo(as_json: bool = False, chapters: int = 40, words: int = 9000) -> int:
-    budget, hard_limit = 400_000, 1_000_000
-    system = "You are a careful research sub-agent.\n\n" + SAFETY_NET
-    fixed = estimate_tokens(system) + 4
-    messages = _subagent_run(chapters, words)
-    if not as_json:
-        print(f"A sub-agent reads {chapters} chapters of Russian prose, one tool call each;")
-        print(f"budget {budget:,} tokens, hard limit {hard_limit:,}. Replaying its requests:")
-
-    def old(ms: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return ms  # trimming at user messages: a sub-agent has one, so nothing is cut
-
-    policies: list[tuple[str, Callable[[list[dict[str, Any]]], list[dict[str, Any]]]]] = [
-        ("old (cut at user messages)", old),
-        ("seed stages", lambda ms: fit(ms, budget=budget - fixed, settings="seed").messages),
-        ("windowfit", lambda ms: fit(ms, budget=budget - fixed, settings=FitSettings()).messages),
-    ]
-    rows = []
-    for name, shape in policies:
-        if not as_json:
-            print(f"  replaying: {name} ...", file=sys.stderr, flush=True)
-        rows.append(_replay(name, messages, shape, budget, hard_limit, fixed))
-    sample = chapter_text(1, words)
-    chars = len(sample)
-    estimates = {
-        "chars": chars,
-        "estimate_chars4": math.ceil(chars / 4),
-        "estimate_script": estimate_tokens(sample),
+def collect(
+    config: ScenarioConfig | None = None,
+    *,
+    texts: TextSource | None = None,
+    history: str | Path | None = None,
+    scenarios: Sequence[str] = SCENARIOS,
+    progress: TextIO | None = None,
+) -> dict[str, Any]:
+    """Run the scenarios before and after; the JSON document ``windowfit demo --json``
+    prints."""
+    config = config or ScenarioConfig()
+    show = _Progress(progress)
+    started = time.perf_counter()
+    document: dict[str, Any] = {
+        "tokenizer": config.tokenizer,
+        "budget": config.budget,
+        "hard_limit": config.hard_limit,
+        "config": asdict(config),
+        "scenarios": {},
     }
+    with tempfile.TemporaryDirectory(prefix="windowfit-demo-") as workspace:
+        runner = Scenarios(workspace, config, texts=texts, history=history, on_event=show.event)
+        document["texts"] = runner.texts.name
+        for scenario in scenarios:
+            entry: dict[str, Any] = {}
+            if scenario == "russian":
+                entry.update(runner.russian_chapter())
+            for mode in ("before", "after"):
+                show.start(scenario, mode)
+                figures = runner.run(scenario, mode)
+                show.done(scenario, mode, figures)
+                entry[mode] = figures.to_dict()
+            group = "library" if scenario == "subagents" else "chapters"
+            tokens = [runner.tokenizer.estimate(runner.text(p)) for p in runner.files(group)]
+            entry["file_tokens"] = {"files": len(tokens), "total": sum(tokens)}
+            document["scenarios"][scenario] = entry
+        wrapped: set[str] = getattr(runner.texts, "wrapped", set())
+        if wrapped:
+            document["texts"] += f" (repeated for: {', '.join(sorted(wrapped))})"
+    document["seconds"] = round(time.perf_counter() - started, 1)
+    return document
+
+
+# --------------------------------------------------------------------------------------
+# The tables
+
+
+Row = tuple[str, str, str]
+
+
+def _n(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _m(value: float) -> str:
+    return f"{value / 1e6:.2f}M"
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.0f}%"
+
+
+def _rows(lines: list[str], rows: list[Row], heads: tuple[str, str]) -> None:
+    width = max(len(r[0]) for r in rows) + 2
+    col = max(14, *(len(r[1]) + 2 for r in rows), len(heads[0]) + 2)
+    lines.append(f"  {'':<{width}}{heads[0]:<{col}}{heads[1]}")
+    for label, before, after in rows:
+        lines.append(f"  {label:<{width}}{before:<{col}}{after}")
+
+
+def _row(
+    label: str, show: Callable[[dict[str, Any]], str], b: dict[str, Any], a: dict[str, Any]
+) -> Row:
+    return (label, show(b), show(a))
+
+
+def _common(b: dict[str, Any], a: dict[str, Any], files: str) -> list[Row]:
+    return [
+        _row(
+            "requests (rejected)",
+            lambda x: f"{_n(x['requests'])} ({_n(x['rejected_requests'])})",
+            b,
+            a,
+        ),
+        _row(files, lambda x: f"{_n(x['files_read'])} of {_n(x['files_total'])}", b, a),
+        _row("largest request, real tokens", lambda x: _n(x["peak_tokens"]), b, a),
+        _row("results cleared", lambda x: _n(x["cleared"]), b, a),
+        _row(
+            "clearing events / cache breaks",
+            lambda x: f"{x['clearing_events']} / {x['cache_breaks']}",
+            b,
+            a,
+        ),
+        _row("prompt-cache read share", lambda x: _pct(x["cache_read_share"]), b, a),
+        _row("input cost, base-price tokens", lambda x: _m(x["cost"]), b, a),
+    ]
+
+
+def render(document: dict[str, Any]) -> str:
+    """The before/after tables of a :func:`collect` document."""
+    lines = [
+        "windowfit demo: the write-up's three failures, before (the old system) and after "
+        "(windowfit)",
+        f"Simulated provider: hard limit {_n(document['hard_limit'])} tokens, counted with the "
+        f"real {document['tokenizer']} tokenizer; budget {_n(document['budget'])} tokens.",
+        f"Files read: {document['texts']}.",
+        "Before: trimming only at user messages, chars/4 estimates, rejected requests "
+        "retried, no safety net.",
+    ]
+    scenarios = document["scenarios"]
+    if "subagents" in scenarios:
+        entry = scenarios["subagents"]
+        b, a = entry["before"], entry["after"]
+        per = entry["file_tokens"]["total"] / max(1, b["agents"])
+        lines += [
+            "",
+            f"subagents: a parent starts {b['agents']} sub-agents at once; each is asked to read "
+            f"{b['files_total'] // max(1, b['agents'])} long files, {_m(per)} real tokens in all",
+        ]
+        rows = [
+            _row("sub-agents finished", lambda x: f"{x['finished']} of {x['agents']}", b, a),
+            _row("sub-agents rejected", lambda x: f"{x['rejected_agents']} of {x['agents']}", b, a),
+            *_common(b, a, "files read"),
+        ]
+        _rows(lines, rows, ("before", "after"))
+        lines += [f"  the parent, {m}: {entry[m]['lead']}" for m in ("before", "after")]
+    if "chapters" in scenarios:
+        entry = scenarios["chapters"]
+        b, a = entry["before"], entry["after"]
+        per = entry["file_tokens"]["total"] / max(1, entry["file_tokens"]["files"])
+        lines += [
+            "",
+            f"chapters: one sub-agent is asked to read {b['files_total']} long Russian chapters "
+            f"(~{_n(round(per))} real tokens each)",
+        ]
+        _rows(lines, _common(b, a, "chapters read"), ("before", "after"))
+        lines += [f"  the sub-agent, {m}: {entry[m]['answer']}" for m in ("before", "after")]
+    if "russian" in scenarios:
+        entry = scenarios["russian"]
+        b, a = entry["before"], entry["after"]
+        real = max(1, entry["real_tokens"])
+        lines += [
+            "",
+            f"russian: one Russian chapter of {_n(entry['chars'])} characters is "
+            f"{_n(entry['real_tokens'])} real tokens ({entry['tokenizer']}); chars/4 says "
+            f"{_n(entry['estimate_chars4'])} ({entry['estimate_chars4'] / real:.2f}x), the "
+            f"script-aware rule {_n(entry['estimate_script'])} "
+            f"({entry['estimate_script'] / real:.2f}x).",
+            f"A person asks an agent for {b['files_total']} chapters, a few per turn; the old "
+            "system trims whole turns by its estimate:",
+        ]
+        rows = [
+            _row("largest estimate", lambda x: _n(x["peak_estimate"]), b, a),
+            _row(
+                "real size of the largest request estimated within budget",
+                lambda x: _n(x["largest_within_budget"]),
+                b,
+                a,
+            ),
+            _row(
+                "requests above budget, real tokens", lambda x: _n(x["over_budget_requests"]), b, a
+            ),
+            _row("largest request, real tokens", lambda x: _n(x["peak_tokens"]), b, a),
+            _row(
+                "requests (rejected)", lambda x: f"{x['requests']} ({x['rejected_requests']})", b, a
+            ),
+            _row("chapters read", lambda x: f"{x['files_read']} of {x['files_total']}", b, a),
+            _row("input cost, base-price tokens", lambda x: _m(x["cost"]), b, a),
+        ]
+        _rows(lines, rows, ("before: chars/4", "after: script rule"))
+    lines += [
+        "",
+        "Real tokens are the simulator's count; estimates are the shaper's. Cost: input "
+        "tokens priced as cache reads (0.1x) and writes (1.25x);",
+        "rejected requests cost nothing. A clearing event changes the start of the request, "
+        "so the provider re-reads it at the write price.",
+        f"Took {document['seconds']} s.",
+    ]
+    return "\n".join(lines)
+
+
+def run_demo(
+    as_json: bool = False,
+    *,
+    config: ScenarioConfig | None = None,
+    texts: TextSource | None = None,
+    history: str | Path | None = None,
+    scenarios: Sequence[str] = SCENARIOS,
+    quiet: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Run the demo and print the tables (or JSON); the exit code."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if not quiet:
+        print("windowfit demo: running the scenarios (progress below) ...", file=err, flush=True)
+    document = collect(
+        config, texts=texts, history=history, scenarios=scenarios, progress=None if quiet else err
+    )
     if as_json:
-        print(json.dumps({"rows": [r.__dict__ for r in rows], "russian_chapter": estimates}))
-        return 0
-    raw_cost = rows[0].cost or 1.0
-    header = (
-        f"  {'policy':<28}{'requests':>9}{'peak':>11}{'>budget':>8}{'>limit':>7}"
-        f"{'breaks':>7}{'cost':>8}"
-    )
-    print()
-    print(header)
-    for r in rows:
-        print(
-            f"  {r.policy:<28}{r.requests:>9}{r.peak:>11,}{r.over_budget:>8}{r.over_limit:>7}"
-            f"{r.breaks:>7}{r.cost / raw_cost:>7.2f}x"
-        )
-    print()
-    print("  cost: input cost with prompt caching (reads 0.1x, writes 1.25x), relative to old;")
-    print("  requests over the hard limit are rejected and cost nothing, but the work stops there.")
-    print()
-    print(
-        f"One Russian chapter: {chars:,} characters; chars/4 says {estimates['estimate_chars4']:,}"
-        f" tokens, the script-aware rule {estimates['estimate_script']:,}."
-    )
+        out.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
+    else:
+        out.write(render(document) + "\n")
     return 0

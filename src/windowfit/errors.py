@@ -8,7 +8,12 @@
     ├── SettingsError          a budget or setting is out of range
     ├── MissingExtraError      an optional dependency is not installed (names the extra)
     ├── TokenizerError         a tokenizer file could not be found or read
-    └── ContextOverflowError   nothing fits: the person decides what happens next
+    ├── ContextOverflowError   nothing fits: the person decides what happens next
+    ├── ToolError              an agent's tool could not do what was asked (the agent
+    │                          gets the message as an error result; the loop goes on)
+    ├── HistoryError           a saved session or agent is missing or cannot be continued
+    └── SimulatedProviderError the simulated provider (windowfit.sim) rejected a request;
+                               shaped like an SDK status error (status_code, body)
 
 Errors that a provider returns are not raised as these classes by default; they are
 classified into :class:`windowfit.ErrorInfo` by :func:`windowfit.classify_error`.
@@ -23,10 +28,13 @@ __all__ = [
     "CONTEXT_OVERFLOW_MESSAGE",
     "ContextOverflowError",
     "ConversationError",
+    "HistoryError",
     "LogFormatError",
     "MissingExtraError",
     "SettingsError",
+    "SimulatedProviderError",
     "TokenizerError",
+    "ToolError",
     "WindowfitError",
 ]
 
@@ -119,3 +127,30 @@ class LogFormatError(WindowfitError, ValueError):
         self.line = line
         where = f"{path}, line {line}" if line is not None else path
         super().__init__(f"{where}: {problem}")
+
+
+class ToolError(WindowfitError):
+    """A tool of the agent runtime could not do what the model asked.
+
+    The message is written for the model: it goes back as the tool's result with
+    ``is_error`` set, and the agent decides what to do next. It never stops the loop.
+    """
+
+
+class HistoryError(WindowfitError):
+    """A saved session or agent is missing, or its saved history cannot be continued."""
+
+
+class SimulatedProviderError(WindowfitError):
+    """The simulated provider (:mod:`windowfit.sim`) rejected a request.
+
+    Shaped like the provider SDKs' status errors, so that
+    :func:`windowfit.classify.classify_error` reads it exactly as it reads a real one:
+    ``status_code`` (HTTP status), ``body`` (the parsed JSON error body) and ``message``.
+    """
+
+    def __init__(self, status_code: int, body: dict[str, object], message: str):
+        self.status_code = status_code
+        self.body = body
+        self.message = message
+        super().__init__(f"Error code: {status_code} - {body}")

@@ -1,0 +1,145 @@
+"""The agent's tools: read_file stays in its workspace, run_command has limits."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from windowfit.agent import AgentInfo, ReadFile, RunCommand, ToolContext, ToolOutput, run_tool
+from windowfit.errors import ToolError
+
+CONTEXT = ToolContext(AgentInfo("s", "main", "main"), "call-1")
+
+
+def use(tool: Any, **arguments: Any) -> ToolOutput:
+    return asyncio.run(run_tool(tool, tool.name, arguments, CONTEXT))
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    (work / "sub" / "a.txt").write_text("inside", encoding="utf-8")
+    (tmp_path / "outside.txt").write_text("SECRET", encoding="utf-8")
+    os.symlink(tmp_path / "outside.txt", work / "link-out.txt")
+    os.symlink(work / "sub" / "a.txt", work / "link-in.txt")
+    return work
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["sub/a.txt", "./sub/../sub/a.txt", "link-in.txt", "{root}/sub/a.txt"],
+)
+def test_read_file_inside_the_workspace(root: Path, path: str) -> None:
+    output = use(ReadFile(root), path=path.format(root=root))
+    assert output == ToolOutput("inside")
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["../outside.txt", "sub/../../outside.txt", "link-out.txt", "{outside}", "/etc/passwd", ".."],
+)
+def test_read_file_refuses_paths_that_escape(root: Path, path: str) -> None:
+    output = use(ReadFile(root), path=path.format(outside=root.parent / "outside.txt"))
+    assert output.is_error
+    assert "outside the workspace" in output.content
+    assert "SECRET" not in output.content
+
+
+def test_resolve_raises_tool_error(root: Path) -> None:
+    with pytest.raises(ToolError):
+        ReadFile(root).resolve("../outside.txt")
+    with pytest.raises(ToolError):
+        ReadFile(root).resolve("bad\x00name")
+
+
+@pytest.mark.parametrize(
+    ("text", "cap", "shown"),
+    [
+        ("abcdefghij", 4, "abcd"),
+        ("абвгд", 5, "аб"),  # 2 bytes a letter: a cut letter is left out, not mangled
+        ("short", 100, "short"),
+    ],
+)
+def test_read_file_is_size_capped(root: Path, text: str, cap: int, shown: str) -> None:
+    (root / "big.txt").write_text(text, encoding="utf-8")
+    output = use(ReadFile(root, max_bytes=cap), path="big.txt")
+    assert not output.is_error
+    assert output.content.startswith(shown)
+    size = len(text.encode())
+    if size > cap:
+        assert output.content[len(shown) :].startswith("\n\n[The file is ")
+        assert f"{size:,} bytes" in output.content
+        assert f"only the first {len(shown.encode()):,} are shown" in output.content
+    else:
+        assert output.content == text
+
+
+def test_read_file_refuses_binary(root: Path) -> None:
+    (root / "blob.bin").write_bytes(b"\x7fELF\x00\x01\x02")
+    output = use(ReadFile(root), path="blob.bin")
+    assert output.is_error and "binary" in output.content
+
+
+@pytest.mark.parametrize(
+    ("command", "expected", "is_error"),
+    [
+        ("echo out; echo err >&2", "exit code 0\nout\nerr\n", False),
+        ("printf x; exit 7", "exit code 7\nx", True),
+        ("pwd", None, False),
+    ],
+)
+def test_run_command(root: Path, command: str, expected: str | None, is_error: bool) -> None:
+    output = use(RunCommand(root), command=command)
+    assert output.is_error is is_error
+    if expected is None:
+        assert output.content == f"exit code 0\n{root}\n"
+    else:
+        assert output.content == expected
+
+
+@pytest.mark.parametrize(
+    "command", ["sleep 30", "sleep 30 & sleep 30; wait", "echo early; sleep 30"]
+)
+def test_run_command_times_out_and_stops_the_command(root: Path, command: str) -> None:
+    started = time.monotonic()
+    output = use(RunCommand(root, timeout=0.3), command=command)
+    assert time.monotonic() - started < 5
+    assert output.is_error
+    assert "did not finish within 0.3 seconds" in output.content
+    if "early" in command:
+        assert output.content.endswith("Output so far:\nearly\n")
+
+
+def test_run_command_timeout_kills_the_process_group(root: Path) -> None:
+    marker = root / "still-running"
+    use(RunCommand(root, timeout=0.2), command=f"(sleep 0.5; touch {marker}) & wait")
+    time.sleep(0.8)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(("size", "cap"), [(100, 1000), (50_000, 1000), (50_000, 10)])
+def test_run_command_output_is_capped(root: Path, size: int, cap: int) -> None:
+    output = use(RunCommand(root, max_output=cap), command=f"head -c {size} /dev/zero | tr '\\0' a")
+    body = output.content.removeprefix("exit code 0\n")
+    if size <= cap:
+        assert body == "a" * size
+    else:
+        half = cap // 2
+        assert body.startswith("a" * half + "\n[... ")
+        assert body.endswith(" ...]\n" + "a" * half)
+        assert f"{size - 2 * half:,} bytes of output left out" in body
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [({"timeout": 0}, "timeout"), ({"max_output": 1}, "max_output")],
+)
+def test_run_command_settings(root: Path, options: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        RunCommand(root, **options)  # type: ignore[arg-type]
