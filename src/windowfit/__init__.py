@@ -25,10 +25,12 @@ from .instructions import (
     add_safety_net,
     add_safety_net_to_messages,
 )
+from .models import ModelLimits, model_limits
 from .retry import RetryPolicy, retry_call, retry_call_async
 from .settings import PRESETS, FitSettings
 from .sizing import Sizer
 from .tokens import CharacterBreakdown, Estimator, SeedEstimator, breakdown, estimate_tokens
+from .wrap import UsageRecord, wrap
 
 __version__ = "0.1.0"
 
@@ -49,11 +51,13 @@ __all__ = [
     "FitSettings",
     "LogFormatError",
     "MissingExtraError",
+    "ModelLimits",
     "RetryPolicy",
     "SeedEstimator",
     "SettingsError",
     "Sizer",
     "TokenizerError",
+    "UsageRecord",
     "WindowfitError",
     "__version__",
     "add_safety_net",
@@ -64,6 +68,8 @@ __all__ = [
     "estimate_tokens",
     "fit",
     "is_context_overflow",
+    "model_limits",
     "retry_call",
     "retry_call_async",
+    "wrap",
 ]

@@ -1,0 +1,172 @@
+"""``windowfit serve-sim``: a local Anthropic/OpenAI-compatible server with a scripted model."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..errors import MissingExtraError, TokenizerError
+from ._io import EXIT_OK, CliError, positive_int
+
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535, not {port}")
+    return port
+
+
+def _count(value: str) -> int:
+    try:
+        number = int(value.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {number}")
+    return number
+
+
+def _seconds(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if not 0 <= number <= 600:
+        raise argparse.ArgumentTypeError(f"must be 0-600 seconds, not {value}")
+    return number
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve-sim",
+        help="run a local Anthropic/OpenAI-compatible server with a scripted model",
+        description=(
+            "Serve the Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens) "
+            "and OpenAI Chat Completions (POST /v1/chat/completions) with a scripted model "
+            "that enforces a context window counted with a real tokenizer. Counters at "
+            "GET /_sim/stats; faults on demand with --fault or POST /_sim/faults. "
+            "Anthropic clients use base_url=http://HOST:PORT, OpenAI clients "
+            "base_url=http://HOST:PORT/v1."
+        ),
+    )
+    p.add_argument("--port", type=_port, required=True, help="port to listen on (0: any free)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument(
+        "--context-window",
+        type=positive_int,
+        default=200_000,
+        metavar="N",
+        help="the model's hard limit in tokens (default 200000)",
+    )
+    p.add_argument("--tokenizer", default="o200k", help="real tokenizer the window is counted with")
+    p.add_argument(
+        "--api-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="accept only this key (repeatable); without it any key is accepted",
+    )
+    p.add_argument(
+        "--tool-rounds",
+        type=_count,
+        default=3,
+        metavar="K",
+        help="call a tool while the conversation has fewer than K tool results (default 3)",
+    )
+    p.add_argument(
+        "--reply",
+        default="Done: I read {results} tool results.",
+        help="the final answer ({results}, {tokens} and {model} are filled in)",
+    )
+    p.add_argument(
+        "--max-body-bytes",
+        type=positive_int,
+        default=32 * 1024 * 1024,
+        metavar="N",
+        help="largest request body accepted (default 32 MiB; larger gets 413)",
+    )
+    p.add_argument(
+        "--cache-min-tokens",
+        type=_count,
+        default=1024,
+        metavar="N",
+        help="smallest prefix the prompt cache keeps (default 1024)",
+    )
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help=(
+            "queue a fault, in order (repeatable): 529, 429:retry_after=2, 500, drop, "
+            "drop:after_events=3, delay=1.5, 400:message=TEXT,route=openai"
+        ),
+    )
+    p.add_argument("--latency", type=_seconds, default=0.0, help="seconds every answer waits")
+    p.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="uvicorn's log level (default warning)",
+    )
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..server import SimConfig, create_app, is_loopback, parse_fault
+    from ..server._run import bind_socket, uvicorn_server
+
+    try:
+        faults = tuple(parse_fault(spec) for spec in args.fault)
+    except ValueError as exc:
+        raise CliError(f"--fault: {exc}") from None
+    try:
+        config = SimConfig(
+            context_window=args.context_window,
+            tokenizer=args.tokenizer,
+            api_keys=tuple(args.api_key),
+            max_body_bytes=args.max_body_bytes,
+            tool_rounds=args.tool_rounds,
+            reply=args.reply,
+            cache_min_tokens=args.cache_min_tokens,
+            latency=args.latency,
+            faults=faults,
+        )
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        app = create_app(config)
+        server = uvicorn_server(app, args.log_level)
+    except (MissingExtraError, TokenizerError) as exc:
+        raise CliError(str(exc)) from None
+    try:
+        sock = bind_socket(args.host, args.port)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    port = sock.getsockname()[1]
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"http://{host}:{port}"
+    if not is_loopback(args.host):
+        print(
+            f"windowfit serve-sim: warning: listening on {args.host}, reachable from other "
+            "machines; this is a test server",
+            file=sys.stderr,
+        )
+    print(
+        f"windowfit serve-sim: {url} (context window {config.context_window:,} tokens, "
+        f"{config.tokenizer}); Anthropic base_url={url}, OpenAI base_url={url}/v1; "
+        f"counters at {url}/_sim/stats",
+        flush=True,
+    )
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C once it has shut down cleanly
+        pass
+    finally:
+        sock.close()
+    print("windowfit serve-sim: stopped", file=sys.stderr)
+    return EXIT_OK

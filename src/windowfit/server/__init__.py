@@ -1,0 +1,48 @@
+"""A local provider-compatible server for tests and demonstrations: ``windowfit serve-sim``.
+
+It speaks the Anthropic Messages API (``POST /v1/messages``,
+``POST /v1/messages/count_tokens``) and OpenAI Chat Completions
+(``POST /v1/chat/completions``), answers with a scripted model, and behaves like the
+real services where windowfit cares:
+
+* it counts every request with a real tokenizer and refuses one that does not fit the
+  context window with the provider's own 400 ("prompt is too long: N tokens > M maximum";
+  ``context_length_exceeded``);
+* it answers 401 for a missing or unknown key when keys are configured, 413 for a body
+  over the limit, and 400 in the provider's wording for bad JSON, missing fields, wrong
+  types and broken tool pairing; never a 500 for bad input;
+* its usage models each provider's prefix cache (``cache_read_input_tokens`` /
+  ``cache_creation_input_tokens`` at ``cache_control`` breakpoints; OpenAI's automatic
+  ``prompt_tokens_details.cached_tokens``);
+* it streams in each provider's SSE format when asked (``stream: true``);
+* it serves faults on demand (:class:`Fault`: 429 with ``retry-after``, Anthropic's 529
+  ``overloaded_error``, 500, delays, dropped connections, errors in the middle of a
+  stream), queued with ``--fault`` or ``POST /_sim/faults``;
+* it reports its counters at ``GET /_sim/stats`` (``requests``, per route and status,
+  tokens counted, cache reads and writes, and the last requests with their sizes).
+
+Admin routes: ``GET /_sim/stats``, ``POST /_sim/reset``, ``GET|POST|DELETE
+/_sim/faults``, ``GET /_sim/health``. The server binds to 127.0.0.1 by default.
+
+Importing this package needs only the standard library; starlette and uvicorn (the
+``server`` extra) are imported when a server is created.
+"""
+
+from __future__ import annotations
+
+from ._config import DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_BODY_BYTES, SimConfig
+from ._faults import ROUTES, Fault, fault_from_json, parse_fault
+from ._run import SimServer, create_app, is_loopback
+
+__all__ = [
+    "DEFAULT_CONTEXT_WINDOW",
+    "DEFAULT_MAX_BODY_BYTES",
+    "ROUTES",
+    "Fault",
+    "SimConfig",
+    "SimServer",
+    "create_app",
+    "fault_from_json",
+    "is_loopback",
+    "parse_fault",
+]

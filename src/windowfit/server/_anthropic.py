@@ -1,0 +1,495 @@
+"""The Anthropic Messages API: request checks, counting, answers and stream events.
+
+Checks follow the API's own messages (pydantic-style ``messages.0.content: Input should
+be a valid list``, the tool pairing rules, at most 4 ``cache_control`` breakpoints), so
+that a request the real API would refuse is refused here too, in the same shape.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..formats import get_format
+from ..sizing import MESSAGE_OVERHEAD, Sizer
+from ._cache import Segment, canonical, strip_cache_control
+from ._errors import ProviderError, anthropic_error
+from ._script import Answer, ToolOffer, stable_id
+from ._validate import python_type_word
+
+__all__ = [
+    "AnthropicRequest",
+    "context_error",
+    "message_body",
+    "parse_request",
+    "segments",
+    "stream_events",
+]
+
+_SPEC = get_format("anthropic")
+_MAX_BREAKPOINTS = 4
+
+_BLOCK_TYPES = (
+    "text",
+    "image",
+    "document",
+    "search_result",
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
+    "mcp_tool_use",
+    "mcp_tool_result",
+    "container_upload",
+)
+_RESULT_PART_TYPES = ("text", "image", "document", "search_result")
+_CHOICES = ("auto", "any", "tool", "none")
+
+
+def invalid(message: str) -> ProviderError:
+    return anthropic_error(400, "invalid_request_error", message)
+
+
+@dataclass
+class AnthropicRequest:
+    """A checked Messages request (the parts the server uses)."""
+
+    model: str
+    max_tokens: int | None
+    messages: list[dict[str, Any]]
+    system: str | list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    choice: str = "auto"
+    named: str | None = None
+    stream: bool = False
+    cache_control: dict[str, Any] | None = None
+
+    def offers(self) -> list[ToolOffer]:
+        out = []
+        for tool in self.tools:
+            schema = tool.get("input_schema")
+            out.append(ToolOffer(str(tool["name"]), schema if isinstance(schema, Mapping) else {}))
+        return out
+
+    def results(self) -> int:
+        """How many tool results the conversation holds."""
+        return sum(
+            1
+            for message in self.messages
+            if isinstance(message.get("content"), list)
+            for block in message["content"]
+            if block.get("type") == "tool_result"
+        )
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def _need(container: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    if key not in container:
+        raise invalid(f"{where}{key}: Field required")
+    value = container[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise invalid(f"{where}{key}: Input should be a valid {python_type_word(kind)}")
+    return value
+
+
+def _optional(container: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    if container.get(key) is None:
+        return None
+    return _need(container, key, kind, where)
+
+
+def _check_block(block: Any, where: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(block, dict):
+        raise invalid(f"{where}: Input should be a valid dictionary")
+    kind = _need(block, "type", str, f"{where}.")
+    if kind not in allowed:
+        tags = ", ".join(f"'{t}'" for t in allowed)
+        raise invalid(
+            f"{where}: Input tag '{kind}' found using 'type' does not match any of the "
+            f"expected tags: {tags}"
+        )
+    inner = f"{where}.{kind}."
+    if kind == "text":
+        if not _need(block, "text", str, inner):
+            raise invalid("messages: text content blocks must be non-empty")
+    elif kind in ("image", "document"):
+        _need(block, "source", dict, inner)
+    elif kind == "tool_use":
+        _need(block, "id", str, inner)
+        _need(block, "name", str, inner)
+        _need(block, "input", dict, inner)
+    elif kind == "tool_result":
+        _need(block, "tool_use_id", str, inner)
+        content = block.get("content")
+        if isinstance(content, list):
+            for k, part in enumerate(content):
+                _check_block(part, f"{inner}content.{k}", _RESULT_PART_TYPES)
+        elif content is not None and not isinstance(content, str):
+            raise invalid(f"{inner}content: Input should be a valid string or a list of blocks")
+        _optional(block, "is_error", bool, inner)
+    elif kind == "thinking":
+        _need(block, "thinking", str, inner)
+    elif kind == "redacted_thinking":
+        _need(block, "data", str, inner)
+    cache = block.get("cache_control")
+    if cache is not None and not isinstance(cache, dict):
+        raise invalid(f"{inner}cache_control: Input should be a valid dictionary")
+    return block
+
+
+def _check_message(message: Any, i: int, last: bool) -> dict[str, Any]:
+    where = f"messages.{i}"
+    if not isinstance(message, dict):
+        raise invalid(f"{where}: Input should be a valid dictionary")
+    role = message.get("role")
+    if "role" not in message:
+        raise invalid(f"{where}.role: Field required")
+    if role not in ("user", "assistant"):
+        raise invalid(f"{where}.role: Input should be 'user' or 'assistant'")
+    if "content" not in message:
+        raise invalid(f"{where}.content: Field required")
+    content = message["content"]
+    if isinstance(content, str):
+        empty = not content
+    elif isinstance(content, list):
+        for j, block in enumerate(content):
+            _check_block(block, f"{where}.content.{j}", _BLOCK_TYPES)
+        empty = not content
+    else:
+        raise invalid(f"{where}.content: Input should be a valid string or a list of blocks")
+    if empty and not (last and role == "assistant"):
+        raise invalid(
+            f"{where}: all messages must have non-empty content except for the optional "
+            "final assistant message"
+        )
+    return message
+
+
+def _ids(message: Mapping[str, Any], kind: str, key: str) -> list[str]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [str(b[key]) for b in content if b.get("type") == kind]
+
+
+def _check_pairing(messages: list[dict[str, Any]]) -> None:
+    """Every tool_use is answered in the next message; every tool_result answers one."""
+    for i, message in enumerate(messages):
+        if message["role"] == "user":
+            previous = messages[i - 1] if i > 0 else None
+            calls = set(_ids(previous, "tool_use", "id")) if previous is not None else set()
+            if previous is not None and previous["role"] != "assistant":
+                calls = set()
+            content = message["content"]
+            if isinstance(content, list):
+                for j, block in enumerate(content):
+                    if block.get("type") == "tool_result" and block["tool_use_id"] not in calls:
+                        raise invalid(
+                            f"messages.{i}.content.{j}: unexpected `tool_use_id` found in "
+                            f"`tool_result` blocks: {block['tool_use_id']}. Each `tool_result` "
+                            "block must have a corresponding `tool_use` block in the previous "
+                            "message."
+                        )
+        calls_here = _ids(message, "tool_use", "id") if message["role"] == "assistant" else []
+        if calls_here:
+            following = messages[i + 1] if i + 1 < len(messages) else None
+            answered = (
+                set(_ids(following, "tool_result", "tool_use_id"))
+                if following is not None and following["role"] == "user"
+                else set()
+            )
+            missing = [c for c in calls_here if c not in answered]
+            if missing:
+                raise invalid(
+                    f"messages.{i + 1 if following is not None else i}: `tool_use` ids were "
+                    f"found without `tool_result` blocks immediately after: "
+                    f"{', '.join(missing)}. Each `tool_use` block must have a corresponding "
+                    "`tool_result` block in the next message."
+                )
+
+
+def _breakpoints(request: AnthropicRequest) -> int:
+    count = sum(1 for tool in request.tools if tool.get("cache_control") is not None)
+    if isinstance(request.system, list):
+        count += sum(1 for block in request.system if block.get("cache_control") is not None)
+    for message in request.messages:
+        content = message["content"]
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if block.get("cache_control") is not None:
+                count += 1
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            if isinstance(inner, list):
+                count += sum(1 for part in inner if part.get("cache_control") is not None)
+    return count + (1 if request.cache_control is not None else 0)
+
+
+def parse_request(body: Any, *, count_only: bool = False) -> AnthropicRequest:
+    """Check a Messages (or count_tokens) request body; raise the API's 400 when wrong."""
+    if not isinstance(body, dict):
+        raise invalid("Input should be a valid dictionary")
+    model = _need(body, "model", str, "")
+    max_tokens = None
+    if not count_only:
+        max_tokens = _need(body, "max_tokens", int, "")
+        if max_tokens < 1:
+            raise invalid("max_tokens: Input should be greater than or equal to 1")
+    raw_messages = _need(body, "messages", list, "")
+    if not raw_messages and not count_only:
+        raise invalid("messages: List should have at least 1 item after validation, not 0")
+    messages = [
+        _check_message(m, i, i == len(raw_messages) - 1) for i, m in enumerate(raw_messages)
+    ]
+    _check_pairing(messages)
+
+    system = body.get("system")
+    if system is not None and not isinstance(system, str):
+        if not isinstance(system, list):
+            raise invalid("system: Input should be a valid string or a list of text blocks")
+        system = [_check_block(b, f"system.{k}", ("text",)) for k, b in enumerate(system)]
+
+    tools: list[dict[str, Any]] = []
+    raw_tools = _optional(body, "tools", list, "")
+    for k, tool in enumerate(raw_tools or []):
+        where = f"tools.{k}"
+        if not isinstance(tool, dict):
+            raise invalid(f"{where}: Input should be a valid dictionary")
+        _need(tool, "name", str, f"{where}.")
+        if tool.get("type") in (None, "custom"):
+            _need(tool, "input_schema", dict, f"{where}.")
+        tools.append(tool)
+
+    choice, named = "auto", None
+    raw_choice = _optional(body, "tool_choice", dict, "")
+    if raw_choice is not None:
+        kind = _need(raw_choice, "type", str, "tool_choice.")
+        if kind not in _CHOICES:
+            tags = ", ".join(f"'{c}'" for c in _CHOICES)
+            raise invalid(
+                f"tool_choice: Input tag '{kind}' found using 'type' does not match any of "
+                f"the expected tags: {tags}"
+            )
+        choice = "any" if kind in ("any", "tool") else kind
+        if kind == "tool":
+            named = _need(raw_choice, "name", str, "tool_choice.tool.")
+
+    stream = bool(_optional(body, "stream", bool, "")) and not count_only
+    cache_control = _optional(body, "cache_control", dict, "")
+    request = AnthropicRequest(
+        model, max_tokens, messages, system, tools, choice, named, stream, cache_control
+    )
+    found = _breakpoints(request)
+    if found > _MAX_BREAKPOINTS:
+        raise invalid(
+            f"A maximum of {_MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+            f"Found {found}."
+        )
+    return request
+
+
+# --------------------------------------------------------------------------- counting
+
+
+def _has_breakpoint(block: Mapping[str, Any]) -> bool:
+    if block.get("cache_control") is not None:
+        return True
+    inner = block.get("content") if block.get("type") == "tool_result" else None
+    return isinstance(inner, list) and any(
+        isinstance(p, Mapping) and p.get("cache_control") is not None for p in inner
+    )
+
+
+def segments(request: AnthropicRequest, sizer: Sizer) -> list[Segment]:
+    """The request in cache order (tools, system, message blocks), sized in real tokens."""
+    out: list[Segment] = []
+    for tool in request.tools:
+        plain = strip_cache_control(tool)
+        out.append(
+            Segment(canonical(["tool", plain]), sizer.tools([plain]), "cache_control" in tool)
+        )
+    system = request.system
+    if isinstance(system, str):
+        block = {"type": "text", "text": system}
+        out.append(Segment(canonical(["system", block]), sizer.system(system)))
+    elif system:
+        for k, block in enumerate(system):
+            tokens = sizer.system([block]) - (0 if k == 0 else MESSAGE_OVERHEAD)
+            out.append(
+                Segment(
+                    canonical(["system", block]), tokens, block.get("cache_control") is not None
+                )
+            )
+    for i, raw in enumerate(request.messages):
+        message = _SPEC.from_message(raw, i)
+        content = raw["content"]
+        if not message.blocks:
+            out.append(Segment(canonical([raw["role"], content]), MESSAGE_OVERHEAD))
+            continue
+        # A string is one text block to the API: both forms are the same prefix.
+        raws: list[Any] = (
+            content if isinstance(content, list) else [{"type": "text", "text": content}]
+        )
+        for j, (neutral, part) in enumerate(zip(message.blocks, raws, strict=True)):
+            tokens = sizer.block(neutral) + (MESSAGE_OVERHEAD if j == 0 else 0)
+            mark = isinstance(part, Mapping) and _has_breakpoint(part)
+            out.append(Segment(canonical([raw["role"] if j == 0 else "", part]), tokens, mark))
+    if request.cache_control is not None and out:
+        last = out[-1]
+        out[-1] = Segment(last.key, last.tokens, True)
+    return out
+
+
+def context_error(
+    tokens: int, max_tokens: int | None, window: int, reserve: bool
+) -> ProviderError | None:
+    """Anthropic's refusal of a request too long for the window, or ``None``."""
+    if tokens > window:
+        return anthropic_error(
+            400,
+            "invalid_request_error",
+            f"prompt is too long: {tokens} tokens > {window} maximum",
+            kind="context_overflow",
+        )
+    if reserve and max_tokens is not None and tokens + max_tokens > window:
+        return anthropic_error(
+            400,
+            "invalid_request_error",
+            f"input length and `max_tokens` exceed context limit: {tokens} + {max_tokens} > "
+            f"{window}, decrease input length or `max_tokens` and try again",
+            kind="context_overflow",
+        )
+    return None
+
+
+# --------------------------------------------------------------------------- answering
+
+
+def content_blocks(answer: Answer, message_id: str) -> list[dict[str, Any]]:
+    if answer.tool is None:
+        return [{"type": "text", "text": answer.text or ""}]
+    return [
+        {"type": "text", "text": f"I will call {answer.tool}."},
+        {
+            "type": "tool_use",
+            "id": stable_id("toolu_", message_id, answer.tool),
+            "name": answer.tool,
+            "input": dict(answer.arguments or {}),
+        },
+    ]
+
+
+def usage_body(read: int, write: int, uncached: int, output: int) -> dict[str, Any]:
+    return {
+        "input_tokens": uncached,
+        "cache_creation_input_tokens": write,
+        "cache_read_input_tokens": read,
+        "cache_creation": {"ephemeral_5m_input_tokens": write, "ephemeral_1h_input_tokens": 0},
+        "output_tokens": output,
+        "service_tier": "standard",
+    }
+
+
+def message_body(
+    message_id: str,
+    model: str,
+    content: list[dict[str, Any]],
+    stop_reason: str,
+    usage: dict[str, Any],
+) -> dict[str, Any]:
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[k : k + size] for k in range(0, len(text), size)] or [""]
+
+
+def stream_events(
+    message_id: str,
+    model: str,
+    content: list[dict[str, Any]],
+    stop_reason: str,
+    usage: dict[str, Any],
+    chunk: int,
+) -> list[tuple[str, dict[str, Any]]]:
+    """The SSE events of an answer: message_start, ping, content blocks with their
+    deltas, message_delta (stop reason, output tokens) and message_stop."""
+    start_usage = {**usage, "output_tokens": 1}
+    events: list[tuple[str, dict[str, Any]]] = [
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": message_body(message_id, model, [], "", start_usage)
+                | {"stop_reason": None},
+            },
+        ),
+        ("ping", {"type": "ping"}),
+    ]
+    for index, block in enumerate(content):
+        if block["type"] == "text":
+            events.append(
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                )
+            )
+            for piece in _pieces(block["text"], chunk):
+                delta = {"type": "text_delta", "text": piece}
+                events.append(
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": index, "delta": delta},
+                    )
+                )
+        else:
+            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            events.append(
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": start},
+                )
+            )
+            arguments = json.dumps(block["input"], ensure_ascii=False)
+            for piece in _pieces(arguments, chunk):
+                delta = {"type": "input_json_delta", "partial_json": piece}
+                events.append(
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": index, "delta": delta},
+                    )
+                )
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events

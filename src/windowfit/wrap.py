@@ -1,0 +1,798 @@
+"""``windowfit.wrap``: the official SDK clients, with every request fitted first.
+
+::
+
+    client = windowfit.wrap(anthropic.Anthropic())
+    reply = client.messages.create(model=..., max_tokens=1024, messages=history)
+
+The wrapped client has the interface of the client it wraps (``anthropic.Anthropic``,
+``anthropic.AsyncAnthropic``, ``openai.OpenAI``, ``openai.AsyncOpenAI``; the Azure,
+Bedrock and Vertex clients of the same packages are recognised too, untested here). These
+calls are changed, and only in what they send:
+
+* ``messages.create`` and ``messages.stream`` (Anthropic), ``chat.completions.create`` and
+  ``chat.completions.stream`` (OpenAI), ``stream=True`` included:
+
+  1. **fit**: the messages are shaped with :func:`windowfit.fit` to the budget: by
+     default the model's known context window (:mod:`windowfit.models`) minus the
+     request's ``max_tokens`` (OpenAI: ``max_completion_tokens`` / ``max_tokens``, else
+     the model's largest answer). A ``budget=`` given to :func:`wrap` is a further,
+     lower limit; a request that cannot be fitted to it is fitted to the window instead
+     (``FitReport.over_budget``) rather than refused. The caller's list is never
+     changed: the history keeps everything. SDK objects in it (``reply.content``,
+     ``choices[0].message``) are read as the JSON the SDK would send.
+     When nothing can be made to fit, :class:`~windowfit.ContextOverflowError` is raised
+     and nothing is sent.
+  2. **send**, retrying what is worth retrying (:mod:`windowfit.retry`): rate limits,
+     overload (Anthropic 529), server errors, timeouts and dropped connections, with
+     backoff that honours ``retry-after``. The SDK's own retries are switched off
+     (``with_options(max_retries=0)``), so the two never multiply. A context overflow
+     from the provider becomes :class:`~windowfit.ContextOverflowError` (``str()`` is the
+     person-facing message; ``provider_message``, ``tokens`` and ``limit`` say what the
+     provider said) and is never retried; other refusals (400, 401, ...) are raised as
+     the SDK raised them, at once.
+  3. **learn**: each answer's usage (input tokens including cache reads and writes) is
+     compared with the estimate and given to the calibrator and to ``on_usage``.
+
+* With ``cache_control=True`` (Anthropic), ``cache_control`` breakpoints are placed at
+  the end of the stable prefix (``FitReport.prefix_end``) and at the end of the request,
+  within the API's limit of four, so that the next requests read the prefix from the
+  provider's cache.
+
+Everything else (``models``, ``messages.count_tokens``, ``beta``, ``with_raw_response``,
+``chat.completions.parse``, ...) is the wrapped client's own, unchanged. A mid-stream
+error is raised as the SDK raises it: a partly read stream cannot be sent again
+transparently. Usage from an OpenAI stream is seen only when it is asked for
+(``stream_options={"include_usage": True}``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal, Protocol, TypeVar, cast
+
+from .classify import ErrorInfo, ErrorKind
+from .errors import ContextOverflowError, SettingsError
+from .fitting import FitReport, FitResult, fit
+from .models import ModelLimits, model_limits
+from .retry import RetryPolicy, retry_call, retry_call_async
+from .settings import FitSettings
+from .tokens import Estimator
+
+__all__ = ["Calibrator", "UsageRecord", "WrapState", "WrapStats", "place_breakpoints", "wrap"]
+
+T = TypeVar("T")
+Provider = Literal["anthropic", "openai"]
+
+_MAX_BREAKPOINTS = 4
+_EPHEMERAL = {"type": "ephemeral"}
+_MEMO_LIMIT = 100_000
+#: Where each API takes the most the answer may use (the output reserve).
+_MAX_TOKEN_KEYS = {"anthropic": ("max_tokens",), "openai": ("max_completion_tokens", "max_tokens")}
+
+
+class Calibrator(Protocol):
+    """Learns from usage how far estimates are from what the provider counted.
+
+    ``observe`` gets the estimate of a request and the provider's count of it;
+    ``budget_for`` turns a budget into the one to fit to, given what was learned.
+    """
+
+    def observe(self, estimated: int, provider_tokens: int) -> object: ...
+
+    def budget_for(self, budget: int) -> int: ...
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """One answered request: the estimate fitting made and what the provider counted.
+
+    ``input_tokens`` is the whole input as the provider counted it (Anthropic: input plus
+    cache reads and writes; OpenAI: ``prompt_tokens``), ``cache_read_tokens`` and
+    ``cache_write_tokens`` its cached parts.
+    """
+
+    provider: str
+    model: str
+    estimated: int
+    input_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    output_tokens: int
+    budget: int
+
+    @property
+    def ratio(self) -> float:
+        """Provider count over estimate (below 1 when the estimate erred high)."""
+        return self.input_tokens / self.estimated if self.estimated else 0.0
+
+
+@dataclass
+class WrapStats:
+    """What a wrapped client has done: calls made, HTTP attempts, retries, overflows."""
+
+    calls: int = 0
+    attempts: int = 0
+    retries: int = 0
+    overflows: int = 0
+    fitted: int = 0
+    last_report: FitReport | None = None
+    last_usage: UsageRecord | None = None
+    errors: list[ErrorInfo] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- plain data
+
+
+def _given(value: Any) -> bool:
+    """False for ``None`` and the SDKs' "not given" sentinels (``NOT_GIVEN``, ``omit``)."""
+    return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
+
+
+def _is_plain(value: Any) -> bool:
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return True
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_is_plain(v) for v in value)
+    return False
+
+
+def _to_plain(value: Any) -> Any:
+    """SDK objects (pydantic models such as ``response.content``) as the JSON they stand
+    for, the way the SDKs serialise them; tuples as lists; mappings as dicts."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_plain(v) for v in value]
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return _to_plain(to_dict(mode="json"))
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return _to_plain(dump(mode="json", exclude_unset=True, by_alias=True))
+    return value
+
+
+class _PlainMemo:
+    """Plain versions of messages, made once per message object (messages never change
+    once written), so that fitting's per-message caches keep working."""
+
+    def __init__(self) -> None:
+        self._memo: dict[int, tuple[Any, Any]] = {}
+
+    def __call__(self, message: Any) -> Any:
+        hit = self._memo.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        plain = message if _is_plain(message) else _to_plain(message)
+        if len(self._memo) >= _MEMO_LIMIT:
+            self._memo.clear()
+        self._memo[id(message)] = (message, plain)
+        return plain
+
+
+# --------------------------------------------------------------------------- breakpoints
+
+
+def _has_cache_control(block: Any) -> bool:
+    return isinstance(block, Mapping) and block.get("cache_control") is not None
+
+
+def _count_breakpoints(kwargs: Mapping[str, Any], messages: Sequence[Any]) -> int:
+    count = 1 if _given(kwargs.get("cache_control")) else 0
+    for part in ("system", "tools"):
+        value = kwargs.get(part)
+        if _given(value) and isinstance(value, list):
+            count += sum(1 for item in value if _has_cache_control(item))
+    for message in messages:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, list):
+            for block in content:
+                count += _has_cache_control(block)
+                inner = block.get("content") if isinstance(block, Mapping) else None
+                if isinstance(inner, list):
+                    count += sum(1 for part in inner if _has_cache_control(part))
+    return count
+
+
+def _with_breakpoint(message: Any) -> Any:
+    """A copy of ``message`` whose last content block carries ``cache_control``."""
+    if not isinstance(message, Mapping):
+        return message
+    content = message.get("content")
+    if isinstance(content, str):
+        if not content:
+            return message
+        blocks: list[Any] = [{"type": "text", "text": content, "cache_control": _EPHEMERAL}]
+    elif isinstance(content, list) and content:
+        last = content[-1]
+        if not isinstance(last, Mapping) or last.get("type") in ("thinking", "redacted_thinking"):
+            return message
+        if last.get("cache_control") is not None:
+            return message
+        blocks = [*content[:-1], {**last, "cache_control": _EPHEMERAL}]
+    else:
+        return message
+    return {**message, "content": blocks}
+
+
+def place_breakpoints(messages: list[Any], prefix_end: int, existing: int) -> list[Any]:
+    """Breakpoints at the end of the request and, when fitting changed the request after
+    its first ``prefix_end`` messages, at the end of that unchanged prefix too: the part
+    that stays cached when the next clearing changes the request again."""
+    room = _MAX_BREAKPOINTS - existing
+    if room <= 0 or not messages:
+        return messages
+    targets = [len(messages) - 1]
+    if room >= 2 and 0 < prefix_end < len(messages):
+        targets.insert(0, prefix_end - 1)
+    out = list(messages)
+    for i in targets:
+        out[i] = _with_breakpoint(out[i])
+    return out
+
+
+# --------------------------------------------------------------------------- usage
+
+
+def _field(obj: Any, name: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _int(obj: Any, name: str) -> int:
+    value = _field(obj, name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _usage_numbers(provider: Provider, usage: Any) -> tuple[int, int, int, int] | None:
+    """``(input, cache_read, cache_write, output)`` from an SDK usage object."""
+    if usage is None:
+        return None
+    if provider == "anthropic":
+        read = _int(usage, "cache_read_input_tokens")
+        write = _int(usage, "cache_creation_input_tokens")
+        return _int(usage, "input_tokens") + read + write, read, write, _int(usage, "output_tokens")
+    details = _field(usage, "prompt_tokens_details")
+    cached = _int(details, "cached_tokens")
+    return _int(usage, "prompt_tokens"), cached, 0, _int(usage, "completion_tokens")
+
+
+# --------------------------------------------------------------------------- the state
+
+
+@dataclass
+class _Prepared:
+    kwargs: dict[str, Any]
+    model: str
+    budget: int
+    estimated: int
+
+
+class WrapState:
+    """The settings and counters of a wrapped client, at ``client.windowfit``."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        budget: int | None,
+        settings: FitSettings | str | None,
+        windows: Mapping[str, ModelLimits | int | tuple[int, int]] | None,
+        estimator: Estimator | None,
+        retry: RetryPolicy | None,
+        cache_control: bool,
+        calibrator: Calibrator | None,
+        on_usage: Callable[[UsageRecord], object] | None,
+        on_fit: Callable[[FitReport], object] | None,
+        sleep: Callable[[float], Any] | None,
+    ) -> None:
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0
+        ):
+            raise SettingsError(f"budget must be a positive whole number of tokens, not {budget!r}")
+        self.provider: Provider = provider
+        self.budget = budget
+        self.settings = FitSettings.preset(settings) if isinstance(settings, str) else settings
+        self.windows = dict(windows or {})
+        self.estimator = estimator
+        self.retry = retry or RetryPolicy()
+        self.cache_control = cache_control
+        self.calibrator = calibrator
+        self.on_usage = on_usage
+        self.on_fit = on_fit
+        self.sleep = sleep
+        self.stats = WrapStats()
+        self._plain = _PlainMemo()
+
+    # -- budget and fitting -----------------------------------------------------------
+
+    def budget_for(self, model: str | None, max_tokens: int | None = None) -> int:
+        """The budget a request for ``model`` asking for ``max_tokens`` is fitted to."""
+        return self.limits_for(model, max_tokens)[0]
+
+    def limits_for(
+        self, model: str | None, max_tokens: int | None = None
+    ) -> tuple[int, int | None]:
+        """``(budget, hard_limit)`` for a request: the budget fitting aims at, and the
+        model's window minus the output reserve when that is higher (a request that cannot
+        be fitted to the budget is then fitted to the window rather than refused)."""
+        limits = model_limits(model, self.windows) if isinstance(model, str) else None
+        if limits is None and self.budget is None:
+            raise SettingsError(
+                f"no context window is known for model {model!r}: pass budget= to "
+                f"windowfit.wrap, or windows={{{model!r}: <tokens>}}"
+            )
+        hard: int | None = None
+        if limits is not None:
+            reserve = max_tokens if max_tokens is not None else limits.max_output
+            hard = limits.context_window - reserve
+            if hard <= 0:
+                raise SettingsError(
+                    f"max_tokens={reserve} leaves no room for input in {model}'s context "
+                    f"window of {limits.context_window} tokens"
+                )
+        if self.budget is None:
+            assert hard is not None
+            budget = hard
+        else:
+            budget = self.budget if hard is None else min(self.budget, hard)
+        if self.calibrator is not None:
+            budget = max(1, int(self.calibrator.budget_for(budget)))
+            if hard is not None:
+                hard = max(1, int(self.calibrator.budget_for(hard)))
+        return budget, (hard if hard is not None and hard > budget else None)
+
+    def _max_tokens(self, kwargs: Mapping[str, Any]) -> int | None:
+        for key in _MAX_TOKEN_KEYS[self.provider]:
+            value = kwargs.get(key)
+            if _given(value) and isinstance(value, int) and not isinstance(value, bool):
+                return value
+        return None
+
+    def prepare(self, kwargs: dict[str, Any]) -> _Prepared:
+        """Fit the request's messages; raises ContextOverflowError when nothing fits."""
+        self.stats.calls += 1
+        raw: Any = kwargs.get("messages")
+        model = kwargs.get("model")
+        model_name = model if isinstance(model, str) else ""
+        if not _given(raw) or isinstance(raw, (str, bytes, Mapping)):
+            return _Prepared(kwargs, model_name, 0, 0)  # the SDK says what is wrong
+        messages = [self._plain(m) for m in raw]
+        budget, limit = self.limits_for(model_name or None, self._max_tokens(kwargs))
+        tools: Any
+        if self.provider == "anthropic":
+            system = kwargs.get("system")
+            system = _to_plain(system) if _given(system) else None
+            tools = kwargs.get("tools")
+        else:
+            system = None
+            tools = kwargs.get("tools") if _given(kwargs.get("tools")) else kwargs.get("functions")
+        tools = _to_plain(list(tools)) if _given(tools) else None
+        try:
+            result: FitResult = fit(
+                messages,
+                budget=budget,
+                system=system,
+                tools=tools,
+                settings=self.settings,
+                format=self.provider,
+                estimator=self.estimator,
+                limit=limit,
+            )
+        except ContextOverflowError:
+            self.stats.overflows += 1
+            raise
+        report = result.report
+        self.stats.last_report = report
+        self.stats.fitted += report.stage > 0
+        if self.on_fit is not None:
+            self.on_fit(report)
+        out = result.messages
+        if self.cache_control and self.provider == "anthropic":
+            out = place_breakpoints(out, report.prefix_end, _count_breakpoints(kwargs, out))
+        return _Prepared({**kwargs, "messages": out}, model_name, budget, report.tokens_after)
+
+    # -- errors and usage -------------------------------------------------------------
+
+    def on_error(self, prepared: _Prepared) -> Callable[[ErrorInfo, int], None]:
+        def seen(info: ErrorInfo, attempt: int) -> None:
+            self.stats.errors.append(info)
+            del self.stats.errors[:-20]
+            if info.kind is ErrorKind.CONTEXT_OVERFLOW:
+                self.stats.overflows += 1
+                if (
+                    self.calibrator is not None
+                    and prepared.estimated > 0
+                    and info.prompt_tokens is not None
+                    and info.prompt_tokens > 0
+                ):
+                    self.calibrator.observe(prepared.estimated, info.prompt_tokens)
+            elif info.retryable and attempt < self.retry.max_attempts:
+                self.stats.retries += 1
+
+        return seen
+
+    def observe_usage(self, prepared: _Prepared, usage: Any) -> None:
+        numbers = _usage_numbers(self.provider, usage)
+        if numbers is None or prepared.estimated <= 0:
+            return
+        total, read, write, output = numbers
+        record = UsageRecord(
+            self.provider,
+            prepared.model,
+            prepared.estimated,
+            total,
+            read,
+            write,
+            output,
+            prepared.budget,
+        )
+        self.stats.last_usage = record
+        if self.calibrator is not None and total > 0:
+            self.calibrator.observe(prepared.estimated, total)
+        if self.on_usage is not None:
+            self.on_usage(record)
+
+    def observe_event(self, prepared: _Prepared, event: Any, pending: dict[str, Any]) -> None:
+        """Usage as it passes by in a stream (Anthropic events, OpenAI chunks)."""
+        kind = _field(event, "type")
+        if self.provider == "anthropic":
+            if kind == "message_start":
+                pending["usage"] = _field(_field(event, "message"), "usage")
+            elif kind == "message_delta" and "usage" in pending:
+                pending["output"] = _int(_field(event, "usage"), "output_tokens")
+            elif kind == "message_stop" and "usage" in pending:
+                numbers = _usage_numbers("anthropic", pending.pop("usage"))
+                if numbers is not None:
+                    total, read, write, _ = numbers
+                    self.observe_usage(
+                        prepared,
+                        {
+                            "input_tokens": total - read - write,
+                            "cache_read_input_tokens": read,
+                            "cache_creation_input_tokens": write,
+                            "output_tokens": pending.pop("output", 0),
+                        },
+                    )
+        else:
+            usage = _field(event, "usage")
+            if usage is not None:
+                self.observe_usage(prepared, usage)
+
+    # -- sending ----------------------------------------------------------------------
+
+    def _attempt(self, send: Callable[[dict[str, Any]], T], prepared: _Prepared) -> Callable[[], T]:
+        def attempt() -> T:
+            self.stats.attempts += 1
+            return send(prepared.kwargs)
+
+        return attempt
+
+    def call(self, kwargs: dict[str, Any], send: Callable[[dict[str, Any]], Any]) -> Any:
+        prepared = self.prepare(kwargs)
+        sleep = self.sleep or time.sleep
+        response = retry_call(
+            self._attempt(send, prepared),
+            policy=self.retry,
+            on_error=self.on_error(prepared),
+            sleep=sleep,
+        )
+        if kwargs.get("stream") is True:
+            return _ObservedStream(response, self, prepared)
+        self.observe_usage(prepared, _field(response, "usage"))
+        return response
+
+    async def call_async(
+        self, kwargs: dict[str, Any], send: Callable[[dict[str, Any]], Awaitable[Any]]
+    ) -> Any:
+        prepared = self.prepare(kwargs)
+        sleep = self.sleep or asyncio.sleep
+        response = await retry_call_async(
+            self._attempt(send, prepared),
+            policy=self.retry,
+            on_error=self.on_error(prepared),
+            sleep=sleep,
+        )
+        if kwargs.get("stream") is True:
+            return _AsyncObservedStream(response, self, prepared)
+        self.observe_usage(prepared, _field(response, "usage"))
+        return response
+
+
+# --------------------------------------------------------------------------- streams
+
+
+class _ObservedStream:
+    """The SDK's stream, unchanged, with its usage noted as the events pass."""
+
+    def __init__(self, stream: Any, state: WrapState, prepared: _Prepared) -> None:
+        self._stream = stream
+        self._state = state
+        self._prepared = prepared
+        self._pending: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def __iter__(self) -> Iterator[Any]:
+        for event in self._stream:
+            self._state.observe_event(self._prepared, event, self._pending)
+            yield event
+
+    def __next__(self) -> Any:
+        event = next(self._stream)
+        self._state.observe_event(self._prepared, event, self._pending)
+        return event
+
+    def __enter__(self) -> _ObservedStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stream.close()
+
+
+class _AsyncObservedStream:
+    """The SDK's async stream, unchanged, with its usage noted as the events pass."""
+
+    def __init__(self, stream: Any, state: WrapState, prepared: _Prepared) -> None:
+        self._stream = stream
+        self._state = state
+        self._prepared = prepared
+        self._pending: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def _events(self) -> Any:
+        async for event in self._stream:
+            self._state.observe_event(self._prepared, event, self._pending)
+            yield event
+
+    def __aiter__(self) -> Any:
+        return self._events()
+
+    async def __anext__(self) -> Any:
+        event = await self._stream.__anext__()
+        self._state.observe_event(self._prepared, event, self._pending)
+        return event
+
+    async def __aenter__(self) -> _AsyncObservedStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stream.close()
+
+
+def _snapshot_usage(stream: Any) -> Any:
+    for name in ("current_message_snapshot", "current_completion_snapshot"):
+        try:
+            snapshot = getattr(stream, name)
+        except Exception:  # the SDK asserts when no event was read yet
+            continue
+        if snapshot is not None:
+            return _field(snapshot, "usage")
+    return None
+
+
+class _StreamManager:
+    """``with client.messages.stream(...) as stream``: fitted, opened with retries."""
+
+    def __init__(self, state: WrapState, kwargs: dict[str, Any], open_: Callable[..., Any]):
+        self._state = state
+        self._kwargs = kwargs
+        self._open = open_
+        self._manager: Any = None
+        self._stream: Any = None
+        self._prepared: _Prepared | None = None
+
+    def __enter__(self) -> Any:
+        state = self._state
+        prepared = self._prepared = state.prepare(self._kwargs)
+
+        def attempt() -> tuple[Any, Any]:
+            state.stats.attempts += 1
+            manager = self._open(**prepared.kwargs)
+            return manager, manager.__enter__()
+
+        self._manager, self._stream = retry_call(
+            attempt,
+            policy=state.retry,
+            on_error=state.on_error(prepared),
+            sleep=state.sleep or time.sleep,
+        )
+        return self._stream
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self._manager is not None:
+                self._manager.__exit__(exc_type, exc, tb)
+        finally:
+            if self._prepared is not None and self._stream is not None:
+                self._state.observe_usage(self._prepared, _snapshot_usage(self._stream))
+
+
+class _AsyncStreamManager:
+    """``async with client.messages.stream(...) as stream``: fitted, opened with retries."""
+
+    def __init__(self, state: WrapState, kwargs: dict[str, Any], open_: Callable[..., Any]):
+        self._state = state
+        self._kwargs = kwargs
+        self._open = open_
+        self._manager: Any = None
+        self._stream: Any = None
+        self._prepared: _Prepared | None = None
+
+    async def __aenter__(self) -> Any:
+        state = self._state
+        prepared = self._prepared = state.prepare(self._kwargs)
+
+        async def attempt() -> tuple[Any, Any]:
+            state.stats.attempts += 1
+            manager = self._open(**prepared.kwargs)
+            return manager, await manager.__aenter__()
+
+        self._manager, self._stream = await retry_call_async(
+            attempt,
+            policy=state.retry,
+            on_error=state.on_error(prepared),
+            sleep=state.sleep or asyncio.sleep,
+        )
+        return self._stream
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self._manager is not None:
+                await self._manager.__aexit__(exc_type, exc, tb)
+        finally:
+            if self._prepared is not None and self._stream is not None:
+                self._state.observe_usage(self._prepared, _snapshot_usage(self._stream))
+
+
+# --------------------------------------------------------------------------- resources
+
+
+class _Passthrough:
+    """Attributes not handled here are the wrapped object's own."""
+
+    _original: Any
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._original, name)
+
+
+class _Messages(_Passthrough):
+    def __init__(self, state: WrapState, inner: Any, original: Any, is_async: bool) -> None:
+        self._state = state
+        self._inner = inner
+        self._original = original
+        self._async = is_async
+
+    def create(self, **kwargs: Any) -> Any:
+        if self._async:
+            return self._state.call_async(kwargs, lambda kw: self._inner.create(**kw))
+        return self._state.call(kwargs, lambda kw: self._inner.create(**kw))
+
+    def stream(self, **kwargs: Any) -> Any:
+        if self._async:
+            return _AsyncStreamManager(self._state, kwargs, self._inner.stream)
+        return _StreamManager(self._state, kwargs, self._inner.stream)
+
+
+class _Completions(_Messages):
+    pass
+
+
+class _Chat(_Passthrough):
+    def __init__(self, state: WrapState, inner: Any, original: Any, is_async: bool) -> None:
+        self._original = original
+        self.completions = _Completions(state, inner.completions, original.completions, is_async)
+
+
+class _Client(_Passthrough):
+    """The wrapped client (see :func:`wrap`)."""
+
+    def __init__(self, client: Any, state: WrapState, is_async: bool) -> None:
+        self._original = client
+        self._inner = client.with_options(max_retries=0)
+        self._async = is_async
+        self.windowfit = state
+        if state.provider == "anthropic":
+            self.messages = _Messages(state, self._inner.messages, client.messages, is_async)
+        else:
+            self.chat = _Chat(state, self._inner.chat, client.chat, is_async)
+
+    def with_options(self, **options: Any) -> Any:
+        """The wrapped client's ``with_options``, wrapped again (same settings and
+        counters; the SDK's retries stay off)."""
+        return _Client(self._original.with_options(**options), self.windowfit, self._async)
+
+    copy = with_options
+
+    def __repr__(self) -> str:
+        return f"<windowfit.wrap of {self._original!r}>"
+
+
+def _provider_of(client: Any) -> Provider:
+    root = type(client).__module__.split(".")[0]
+    if root == "anthropic" and hasattr(client, "messages"):
+        return "anthropic"
+    if root == "openai" and hasattr(client, "chat"):
+        return "openai"
+    raise TypeError(
+        "windowfit.wrap takes an anthropic or openai client (anthropic.Anthropic, "
+        f"anthropic.AsyncAnthropic, openai.OpenAI, openai.AsyncOpenAI), not {type(client)!r}"
+    )
+
+
+def _is_async(client: Any) -> bool:
+    close = getattr(type(client), "close", None)
+    return inspect.iscoroutinefunction(close)
+
+
+def wrap(
+    client: T,
+    *,
+    budget: int | None = None,
+    settings: FitSettings | str | None = None,
+    windows: Mapping[str, ModelLimits | int | tuple[int, int]] | None = None,
+    estimator: Estimator | None = None,
+    retry: RetryPolicy | None = None,
+    cache_control: bool = False,
+    calibrator: Calibrator | None = None,
+    on_usage: Callable[[UsageRecord], object] | None = None,
+    on_fit: Callable[[FitReport], object] | None = None,
+    sleep: Callable[[float], Any] | None = None,
+) -> T:
+    """``client`` with every request fitted, retried and measured (module docstring).
+
+    ``budget``: a per-request limit in tokens below the model's window (default: the
+    window minus ``max_tokens``). ``settings``: :class:`~windowfit.FitSettings` or a preset
+    name. ``windows``: context windows for models the table does not know (or knows
+    differently): ``{"my-model": 32_000}`` or ``{"my-model": ModelLimits(...)}``.
+    ``estimator``: how fitting counts (default: the script-aware rule, which errs high).
+    ``retry``: the :class:`~windowfit.RetryPolicy` (``sleep`` replaces the pause between
+    attempts: a function for sync clients, a coroutine function for async ones).
+    ``cache_control``: place Anthropic prompt-cache breakpoints. ``calibrator``: gets
+    each answer's estimate and provider count (:class:`Calibrator`) and adjusts budgets.
+    ``on_usage(record)`` sees each answer's :class:`UsageRecord`, ``on_fit(report)`` each
+    request's :class:`~windowfit.FitReport`. The settings and counters are at
+    ``wrapped.windowfit`` (a :class:`WrapState`).
+    """
+    provider = _provider_of(client)
+    state = WrapState(
+        provider,
+        budget=budget,
+        settings=settings,
+        windows=windows,
+        estimator=estimator,
+        retry=retry,
+        cache_control=cache_control,
+        calibrator=calibrator,
+        on_usage=on_usage,
+        on_fit=on_fit,
+        sleep=sleep,
+    )
+    return cast(T, _Client(client, state, _is_async(client)))
