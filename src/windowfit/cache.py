@@ -47,12 +47,20 @@ def message_key(message: Any) -> str:
     return json.dumps(message, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
+_KEY_MEMO_LIMIT = 200_000
+
+
 @dataclass
 class PrefixCacheMeter:
     """Tracks one agent's successive requests (the longest shared prefix is a cache read).
 
     ``fixed`` is the size of what precedes the messages (system prompt and tools); it is
     read from the cache after the first request while it does not change.
+
+    Two messages match when they are the same object or have the same
+    :func:`message_key`; keys are computed once per message object (the meter holds a
+    reference, so an id is never reused while remembered), so replaying a long run
+    compares mostly by identity and serialises each message once.
     """
 
     pricing: CachePricing = field(default_factory=CachePricing)
@@ -61,21 +69,42 @@ class PrefixCacheMeter:
     read_tokens: int = 0
     write_tokens: int = 0
     resent_on_break: int = 0
-    _keys: list[str] = field(default_factory=list)
+    _previous: list[Any] = field(default_factory=list)
     _fixed: int = -1
+    _memo: dict[int, tuple[Any, str]] = field(default_factory=dict)
+
+    def _key(self, message: Any) -> str:
+        hit = self._memo.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        key = message_key(message)
+        if len(self._memo) >= _KEY_MEMO_LIMIT:
+            self._memo.clear()
+        self._memo[id(message)] = (message, key)
+        return key
+
+    def _same(self, a: Any, b: Any) -> bool:
+        return a is b or self._key(a) == self._key(b)
+
+    def shared_prefix(self, messages: Sequence[Any], fixed: int = 0) -> int:
+        """How many leading ``messages`` the previous request also started with (0 when
+        the part before the messages changed or there was no previous request)."""
+        if self._fixed != fixed:
+            return 0
+        previous = self._previous
+        limit = min(len(messages), len(previous))
+        shared = 0
+        while shared < limit and self._same(messages[shared], previous[shared]):
+            shared += 1
+        return shared
 
     def observe(self, messages: Sequence[Any], sizes: Sequence[int], fixed: int = 0) -> CacheUse:
         """Account one request of ``messages`` whose estimated sizes are ``sizes``."""
-        keys = [message_key(m) for m in messages]
-        shared = 0
-        if self._fixed == fixed:
-            limit = min(len(keys), len(self._keys))
-            while shared < limit and keys[shared] == self._keys[shared]:
-                shared += 1
+        shared = self.shared_prefix(messages, fixed)
         total = fixed + sum(sizes)
         read = (fixed if self._fixed == fixed else 0) + sum(sizes[:shared])
         first = self.requests == 0
-        broke = not first and (self._fixed != fixed or shared < len(self._keys))
+        broke = not first and (self._fixed != fixed or shared < len(self._previous))
         write = total - read
         self.requests += 1
         self.read_tokens += read
@@ -83,7 +112,7 @@ class PrefixCacheMeter:
         if broke:
             self.breaks += 1
             self.resent_on_break += total - read
-        self._keys = keys
+        self._previous = list(messages)
         self._fixed = fixed
         return CacheUse(read, write, broke)
 
@@ -100,3 +129,8 @@ class PrefixCacheMeter:
     def read_share(self) -> float:
         total = self.read_tokens + self.write_tokens
         return self.read_tokens / total if total else 0.0
+
+    @property
+    def resent_per_break(self) -> float:
+        """Tokens written to the cache per break, on average (0 without breaks)."""
+        return self.resent_on_break / self.breaks if self.breaks else 0.0
