@@ -358,32 +358,38 @@ class _Fold:
         return self._cut(state, upto, n_clearable)
 
     def _cut(self, state: _State, upto: int, cleared: int) -> _State:
-        budget = self.budget
         low = self._low_water(self.settings.cut_low_water, cut=True)
         start = max(state.cut, self.head_end + 1)
         lo = bisect_left(self.turn_starts, start)
         hi = bisect_left(self.turn_starts, upto)
         turns = self.turn_starts[lo:hi]
-        if turns:
-            chosen = _first_fit(turns, lambda c: self.size(cleared, c, upto) <= low)
-            if chosen is None and self.size(cleared, turns[-1], upto) <= budget:
-                chosen = turns[-1]
-            if chosen is not None:
-                return _State(cleared, chosen, exhausted=state.exhausted)
+        chosen = self._first_cut(turns, cleared, upto, low)
+        if chosen is not None:
+            return _State(cleared, chosen, exhausted=state.exhausted)
         current_turn = self.turn_starts[hi - 1] if hi > 0 else self.first
         lo = bisect_left(self.assistants, max(start, current_turn + 1))
         hi = bisect_left(self.assistants, upto)
         rounds = self.assistants[lo:hi]
+        chosen = self._first_cut(rounds, cleared, upto, low)
+        if chosen is not None:
+            return _State(cleared, chosen, exhausted=state.exhausted)
         if rounds:
-            chosen = _first_fit(rounds, lambda c: self.size(cleared, c, upto) <= low)
-            if chosen is None and self.size(cleared, rounds[-1], upto) <= budget:
-                chosen = rounds[-1]
-            if chosen is not None:
-                return _State(cleared, chosen, exhausted=state.exhausted)
             return _State(cleared, rounds[-1], failed=True)
         if turns:
             return _State(cleared, turns[-1], failed=True)
         return _State(cleared, state.cut, failed=True)
+
+    def _first_cut(
+        self, candidates: Sequence[int], cleared: int, upto: int, low: float
+    ) -> int | None:
+        """The earliest cut among ``candidates`` that brings the request to the low-water
+        mark; else the latest, if it fits the budget at all; else ``None``."""
+        if not candidates:
+            return None
+        chosen = _first_fit(candidates, lambda c: self.size(cleared, c, upto) <= low)
+        if chosen is None and self.size(cleared, candidates[-1], upto) <= self.budget:
+            chosen = candidates[-1]
+        return chosen
 
     def stage(self, state: _State) -> int:
         if state.cut >= 0:
