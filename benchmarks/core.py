@@ -49,7 +49,12 @@ def best(fn: Callable[[], Any], repeat: int = 5) -> float:
 
 def _texts() -> dict[str, str]:
     if DATA.is_dir():
-        return {k: (DATA / f).read_text(encoding="utf-8")[:300_000] for k, f in TEXTS.items()}
+        texts = {k: (DATA / f).read_text(encoding="utf-8")[:300_000] for k, f in TEXTS.items()}
+        code = texts["ascii (Python code)"]
+        texts["pure ASCII (the code, 19 non-ASCII removed)"] = code.encode(
+            "ascii", "ignore"
+        ).decode()
+        return texts
     from windowfit.demo import chapter_text
 
     return {
@@ -131,8 +136,24 @@ def bench_fit(n_messages: int = 2000, tokens: int = 1_000_000) -> dict[str, Any]
         cold = min(best(lambda c=c, b=budget: fit(c, budget=b), repeat=1) for c in copies)
         warm = best(lambda c=copies[0], b=budget: fit(c, budget=b), repeat=20)
         stage = fit(copies[0], budget=budget).report.stage
+        # An agent's next step: the same conversation plus one new tool round.
+        step_times = []
+        grown = list(copies[1])
+        fit(grown, budget=budget)
+        for k in range(10):
+            grown = [*grown, *conversation(3, 1500)[1:]]
+            grown[-2]["content"][1]["id"] = grown[-1]["content"][0]["tool_use_id"] = f"n{k}"
+            start = time.perf_counter()
+            fit(grown, budget=budget)
+            step_times.append(time.perf_counter() - start)
         out["budgets"].append(
-            {"budget": budget, "stage": stage, "cold_ms": cold * 1e3, "warm_ms": warm * 1e3}
+            {
+                "budget": budget,
+                "stage": stage,
+                "cold_ms": cold * 1e3,
+                "warm_ms": warm * 1e3,
+                "next_step_ms": statistics.median(step_times) * 1e3,
+            }
         )
     return out
 
@@ -248,9 +269,14 @@ def main() -> int:
         else:
             print(f"| {r['text']} | {r['windowfit_ms']:.2f} |")
     print(f"\n## fit on {latency['messages']:,} messages, {latency['tokens']:,} tokens\n")
-    print("| budget | stage | cold ms | warm ms |\n|---:|---:|---:|---:|")
+    print("cold: fresh message objects; warm: the same list again; next step: the list plus one")
+    print("new tool round (median of 10 steps)\n")
+    print("| budget | stage | cold ms | warm ms | next step ms |\n|---:|---:|---:|---:|---:|")
     for b in latency["budgets"]:
-        print(f"| {b['budget']:,} | {b['stage']} | {b['cold_ms']:.1f} | {b['warm_ms']:.2f} |")
+        print(
+            f"| {b['budget']:,} | {b['stage']} | {b['cold_ms']:.1f} | {b['warm_ms']:.2f} | "
+            f"{b['next_step_ms']:.2f} |"
+        )
     print("\n## Growth (budget = a third of the conversation)\n")
     print("| messages | tokens | cold ms | cold us/message | warm ms |\n|---:|---:|---:|---:|---:|")
     for g in growth:
