@@ -5,6 +5,7 @@ The core imports the standard library only. Optional extras add real tokenizers
 provider-compatible server (``windowfit[server]``) and plots (``windowfit[plot]``).
 """
 
+from .calibration import Correction, UsageCalibrator, provider_input_tokens
 from .classify import ErrorInfo, ErrorKind, classify_error, is_context_overflow
 from .errors import (
     CONTEXT_OVERFLOW_MESSAGE,
@@ -26,6 +27,7 @@ from .instructions import (
     add_safety_net_to_messages,
 )
 from .models import ModelLimits, model_limits
+from .profiles import FAMILIES, Profile, ProfileEstimator, estimator_for, family_for_model
 from .retry import RetryPolicy, retry_call, retry_call_async
 from .settings import PRESETS, FitSettings
 from .sizing import Sizer
@@ -37,12 +39,14 @@ __version__ = "0.1.0"
 __all__ = [
     "CLEARED_RESULT_NOTE",
     "CONTEXT_OVERFLOW_MESSAGE",
+    "FAMILIES",
     "PRESETS",
     "SAFETY_NET",
     "TRIMMED_CONVERSATION_NOTE",
     "CharacterBreakdown",
     "ContextOverflowError",
     "ConversationError",
+    "Correction",
     "ErrorInfo",
     "ErrorKind",
     "Estimator",
@@ -52,11 +56,14 @@ __all__ = [
     "LogFormatError",
     "MissingExtraError",
     "ModelLimits",
+    "Profile",
+    "ProfileEstimator",
     "RetryPolicy",
     "SeedEstimator",
     "SettingsError",
     "Sizer",
     "TokenizerError",
+    "UsageCalibrator",
     "UsageRecord",
     "WindowfitError",
     "__version__",
@@ -66,9 +73,12 @@ __all__ = [
     "classify_error",
     "detect_format",
     "estimate_tokens",
+    "estimator_for",
+    "family_for_model",
     "fit",
     "is_context_overflow",
     "model_limits",
+    "provider_input_tokens",
     "retry_call",
     "retry_call_async",
     "wrap",

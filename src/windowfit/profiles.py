@@ -1,0 +1,727 @@
+"""Calibrated token estimates per tokenizer family, as fast as the seed's rule.
+
+:func:`estimator_for` picks the estimator for a model (or a tokenizer family) and returns
+an :class:`~windowfit.tokens.Estimator`; ``estimate(text)`` never runs a tokenizer.
+
+How a text is counted
+---------------------
+
+Every character gets a *class* (:data:`CHARACTER_CLASSES`): lowercase and uppercase ASCII
+letters, digits, punctuation (and control characters), spaces and tabs, newlines, and for
+the others the code-point range of its script (Latin-extended, Greek, Cyrillic,
+Arabic/Hebrew, Devanagari and the other Indic scripts with Thai, Hangul, Han, kana and
+CJK punctuation, emoji, general symbols, other). Each character then gets a weight that
+depends on its class *and on the class of the character before it* (the pair of the
+two). That is how the count sees what tokenizers see: a letter after a space starts a
+word (most words are one token, the space before a word is free), a digit after a
+non-digit starts a number (and a space before it is a token of its own), a lowercase to
+uppercase step splits ``camelCase``, a run of spaces is an indentation token, a Cyrillic
+letter after a space starts a Cyrillic word. The weights are :data:`PARAMETERS` (tokens
+per occurrence), fitted per family; the estimate is their sum, plus ``framing`` (see
+below), rounded up.
+
+The work is C-speed passes over bytes, none per character in Python: the text is encoded
+as UTF-8, ``bytes.translate`` turns each ASCII or lead byte into its class and drops the
+continuation bytes (the class of a non-ASCII character is the range of its lead byte), a
+big-integer shift and ``or`` pair every character with the one before it, a second
+``translate`` turns pairs into weights (in 1/128 token), and ``zlib.adler32`` over
+256-byte pieces sums them exactly. It runs more than ten times faster than tiktoken on
+every script measured (``benchmarks/tokens_report.py``).
+
+What that costs in resolution: a class is the range of a lead byte, so Thai, Lao and
+Tibetan share the class of the Indic scripts (U+0800-0FFF; telling them apart needs the
+second byte, which would cost about a third of the speed on Indic text, and no measured
+text has them); one pair weight holds at most 255/128 tokens, so what an emoji costs
+beyond that (``Profile.emoji_extra``) is counted per emoji apart; classes no measured
+text has (:data:`UNMEASURED_RATE`) count about two tokens per character.
+
+Families and where their numbers come from
+------------------------------------------
+
+``o200k``, ``cl100k``, ``deepseek``, ``tekken``
+    Fitted by ``benchmarks/calibrate.py`` on the real tokenizers' counts of every text
+    in ``../shared/data/texts`` (whole, and in pieces) and of every message part of the
+    recorded agent runs in ``../shared/data/trajectories``, with an asymmetric loss
+    that punishes under-counting four times more, then lifted so that every text is
+    counted at least 1.5% high (0.7-12% high after rounding, on the measured texts).
+    ``deepseek``'s framing and level are then set on the ``prompt_tokens`` that
+    DeepSeek's API reported for the mini-swe-agent runs (the chat template adds tokens
+    around every message and tool call).
+
+``claude``
+    Claude 3 and later use a tokenizer that Anthropic has not published. What is
+    public is the count the API reports: the Claude Code sessions in
+    ``../shared/data/trajectories/claude_code`` carry the provider's input tokens
+    (including cache reads and writes) of every request. Those logs leave out the
+    system prompt and the tool definitions, so the *differences* between consecutive
+    requests' totals are compared with the estimate of the messages added in between.
+    The legacy (Claude 1/2) tokenizer that ships in ``litellm`` is used as the guide
+    for the *shape* of the profile: its per-class rates are fitted like the other
+    families', then scaled and given a framing so that the estimates match what the
+    API counted on that traffic. The traffic is mostly ASCII (code, tool output,
+    JSON); for the scripts it lacks (CJK, Cyrillic, Indic...), the legacy tokenizer's
+    rates (times the same scale) are the only evidence, and that tokenizer is among the
+    least efficient measured on most scripts, so the profile errs high there.
+
+``conservative``
+    For unknown models: at least every other family's estimate on every text, by
+    construction (each pair weight and the framing are the largest of the families').
+
+``seed``
+    The write-up's rule (:func:`windowfit.tokens.estimate_tokens`), unchanged.
+
+Framing
+-------
+
+Providers wrap every block of a request in tokens of their own (Claude renders tool
+calls and results in a markup of its own; DeepSeek's chat template adds markers around
+messages and calls). :mod:`windowfit.sizing` adds small generic overheads per message,
+block and tool call; ``framing`` is what the family adds on top, per text counted
+separately (a text block, a tool call's name, its arguments, a tool result). It is
+measured from the providers' counts and is 0 for the families without such data. So
+``estimate("")`` is 0, and any other text counts at least ``framing``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+import sys
+import threading
+import zlib
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from itertools import starmap
+from types import MappingProxyType
+
+from . import _profile_table
+from .errors import SettingsError
+from .tokens import Estimator, SeedEstimator
+
+__all__ = [
+    "CHARACTER_CLASSES",
+    "FAMILIES",
+    "PAIR_PARAMETERS",
+    "PARAMETERS",
+    "UNMEASURED_RATE",
+    "WEIGHT_UNIT",
+    "ClassEstimate",
+    "Profile",
+    "ProfileEstimator",
+    "estimator_for",
+    "family_for_model",
+    "get_profile",
+    "pair_code_counts",
+    "parameter_counts",
+]
+
+#: Pair weights are whole numbers of this fraction of a token (one byte each, so at most
+#: 255/128 tokens per byte; heavier characters spread their weight over two bytes).
+WEIGHT_UNIT = 128
+
+# ----------------------------------------------------------------------------------------
+# Character classes
+# ----------------------------------------------------------------------------------------
+#
+# The UTF-8 bytes are translated to one byte per character: continuation bytes are
+# dropped, and an ASCII byte or a lead byte becomes ``class << 3 | group`` (a class of 5
+# bits, a group of 3). The group says what a character is to the one after it: the start
+# of the text, a lowercase or uppercase letter, a digit, punctuation, whitespace, an emoji
+# or a newline, or a non-ASCII character. A pair code is one byte: the class of a
+# character (bits 3-7) and the group of the character before it (bits 0-2).
+
+(
+    _NOTHING,
+    _LOWER,
+    _UPPER,
+    _DIGIT,
+    _PUNCT,
+    _SPACE,
+    _NEWLINE,
+    _LATIN,
+    _GREEK,
+    _CYRILLIC,
+    _RTL,
+    _INDIC,
+    _OTHER_SCRIPTS,
+    _SYMBOLS,
+    _KANA,
+    _HAN,
+    _HANGUL,
+    _EMOJI,
+    _OTHER,
+) = range(19)
+
+_G_START, _G_LOWER, _G_UPPER, _G_DIGIT, _G_PUNCT, _G_SPACE, _G_NEWLINE, _G_SCRIPT = range(8)
+_LETTER_GROUPS = frozenset({_G_LOWER, _G_UPPER})
+_SPACE_GROUPS = frozenset({_G_SPACE, _G_NEWLINE})
+#: Groups before a non-ASCII character that make it the start of a word.
+_WORD_BREAK_GROUPS = frozenset({_G_START, _G_DIGIT, _G_PUNCT, _G_SPACE, _G_NEWLINE})
+
+_GROUP_OF: dict[int, int] = {
+    _LOWER: _G_LOWER,
+    _UPPER: _G_UPPER,
+    _DIGIT: _G_DIGIT,
+    _PUNCT: _G_PUNCT,
+    _SPACE: _G_SPACE,
+    _NEWLINE: _G_NEWLINE,
+}
+
+
+def _class_of_byte(b: int) -> int:
+    """The class of an ASCII byte or of a UTF-8 lead byte (the code-point range)."""
+    if b < 0x80:
+        c = chr(b)
+        if "a" <= c <= "z":
+            return _LOWER
+        if "A" <= c <= "Z":
+            return _UPPER
+        if "0" <= c <= "9":
+            return _DIGIT
+        if c == "\n":
+            return _NEWLINE
+        if c in " \t\r\x0b\x0c":
+            return _SPACE
+        return _PUNCT  # punctuation, symbols, control characters
+    if 0xC2 <= b <= 0xCB:
+        return _LATIN
+    if 0xCC <= b <= 0xCF:
+        return _GREEK
+    if 0xD0 <= b <= 0xD4:
+        return _CYRILLIC
+    if 0xD5 <= b <= 0xDF:
+        return _RTL
+    if b == 0xE0:
+        return _INDIC
+    if b == 0xE1:
+        return _OTHER_SCRIPTS
+    if b == 0xE2:
+        return _SYMBOLS
+    if b in (0xE3, 0xEF):
+        return _KANA
+    if 0xE4 <= b <= 0xE9:
+        return _HAN
+    if 0xEA <= b <= 0xED:
+        return _HANGUL
+    if b == 0xF0:
+        return _EMOJI
+    return _OTHER  # EE (private use), F1-F4 (planes 4-16), and bytes UTF-8 never has
+
+
+_CLASS_TABLE = bytes(
+    _class_of_byte(b) << 3 | _GROUP_OF.get(_class_of_byte(b), _G_SCRIPT) for b in range(256)
+)
+_CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
+
+
+@dataclass(frozen=True)
+class CharacterClass:
+    """A class of characters the estimate counts by: its name, what it holds, and whether
+    its rate is measured (``False``: no measured text has it, and it counts
+    :data:`UNMEASURED_RATE` tokens per character, more than any measured script takes)."""
+
+    name: str
+    description: str
+    measured: bool = True
+
+
+#: The character classes, in the order the ``tokens`` command lists them.
+CHARACTER_CLASSES: tuple[CharacterClass, ...] = (
+    CharacterClass("lower", "ASCII lowercase letters"),
+    CharacterClass("upper", "ASCII uppercase letters"),
+    CharacterClass("digit", "ASCII digits"),
+    CharacterClass("punct", "ASCII punctuation, symbols and control characters"),
+    CharacterClass("space", "spaces and tabs"),
+    CharacterClass("newline", "line feeds"),
+    CharacterClass("latin", "Latin-1, Latin Extended, IPA (U+0080-02FF)"),
+    CharacterClass("greek", "combining marks, Greek (U+0300-03FF)"),
+    CharacterClass("cyrillic", "Cyrillic (U+0400-053F)"),
+    CharacterClass("rtl", "Armenian, Hebrew, Arabic, Syriac, Thaana, NKo (U+0540-07FF)"),
+    CharacterClass(
+        "indic", "Devanagari and the other Indic scripts, Thai, Lao, Tibetan (U+0800-0FFF)"
+    ),
+    CharacterClass(
+        "other_scripts",
+        "Myanmar, Georgian, Hangul Jamo, Ethiopic, Khmer, Mongolian, Vietnamese and "
+        "polytonic Greek letters (U+1000-1FFF)",
+        measured=False,
+    ),
+    CharacterClass(
+        "symbols", "general punctuation, arrows, math, box drawing, dingbats (U+2000-2FFF)"
+    ),
+    CharacterClass(
+        "kana", "CJK punctuation, Hiragana, Katakana, fullwidth forms (U+3000-3FFF, U+F000+)"
+    ),
+    CharacterClass("han", "Han ideographs (U+4000-9FFF)"),
+    CharacterClass("hangul", "Yi, Hangul syllables (U+A000-DFFF)"),
+    CharacterClass("emoji", "emoji, and planes 1-3 (U+10000-3FFFF)"),
+    CharacterClass("other", "private use, planes 4-16 (U+E000-EFFF, U+40000+)", measured=False),
+)
+
+_CLASS_NAMES = tuple(c.name for c in CHARACTER_CLASSES)
+_NAME_OF_CLASS = dict(zip(range(_LOWER, _OTHER + 1), _CLASS_NAMES, strict=True))
+
+#: Tokens per character of the classes no measured text holds: as much as one pair weight
+#: holds (255/128), above every measured script's rate (0.25-1.5 on the texts measured).
+UNMEASURED_RATE = 255 / WEIGHT_UNIT
+UNMEASURED_RATES: Mapping[str, float] = MappingProxyType(
+    {c.name: UNMEASURED_RATE for c in CHARACTER_CLASSES if not c.measured}
+)
+
+# ----------------------------------------------------------------------------------------
+# Parameters: what each pair of classes costs
+# ----------------------------------------------------------------------------------------
+
+#: The parameters of a profile, in tokens per occurrence. The character classes count
+#: per character; the others per occurrence of the pair they describe.
+PARAMETERS: Mapping[str, str] = MappingProxyType(
+    {
+        **{c.name: f"per character: {c.description}" for c in CHARACTER_CLASSES},
+        "word": "an ASCII letter after something that is not a letter (a word starts)",
+        "camel": "an uppercase letter right after a lowercase one (camelCase splits)",
+        "number": "a digit after something that is not a digit (a number starts)",
+        "space_digit": "a digit right after whitespace (the space is a token of its own)",
+        "punct_run": "punctuation after something that is not punctuation",
+        "space_punct": "punctuation right after whitespace",
+        "space_run": "a space or newline after something that is not whitespace",
+        "indent": "a space after whitespace (indentation, aligned columns)",
+        "blank_line": "a newline after whitespace",
+        "after_script": "an ASCII letter, digit or punctuation right after a non-ASCII character",
+        "script_word": "a non-ASCII character after whitespace, punctuation, a digit or the start",
+    }
+)
+
+
+@dataclass(frozen=True)
+class _PairRole:
+    """What one pair code means: the parameters it carries, and the class of the
+    character it counts (``None`` for codes that never occur)."""
+
+    parameters: tuple[str, ...]
+    owner: str | None
+
+
+def _pair_role(code: int) -> _PairRole:
+    cur, prev = code >> 3, code & 7
+    if cur == _NOTHING or cur > _OTHER:
+        return _PairRole((), None)  # never occurs
+    name = _NAME_OF_CLASS[cur]
+    params = [name]
+    if cur in (_LOWER, _UPPER) and prev not in _LETTER_GROUPS:
+        params.append("word")
+    if cur == _UPPER and prev == _G_LOWER:
+        params.append("camel")
+    if cur == _DIGIT and prev != _G_DIGIT:
+        params.append("number")
+    if cur == _DIGIT and prev in _SPACE_GROUPS:
+        params.append("space_digit")
+    if cur == _PUNCT and prev != _G_PUNCT:
+        params.append("punct_run")
+    if cur == _PUNCT and prev in _SPACE_GROUPS:
+        params.append("space_punct")
+    if cur in (_SPACE, _NEWLINE) and prev not in _SPACE_GROUPS:
+        params.append("space_run")
+    if cur == _SPACE and prev in _SPACE_GROUPS:
+        params.append("indent")
+    if cur == _NEWLINE and prev in _SPACE_GROUPS:
+        params.append("blank_line")
+    if cur in (_LOWER, _UPPER, _DIGIT, _PUNCT) and prev == _G_SCRIPT:
+        params.append("after_script")
+    if cur >= _LATIN and prev in _WORD_BREAK_GROUPS:
+        params.append("script_word")
+    return _PairRole(tuple(params), name)
+
+
+_ROLES: tuple[_PairRole, ...] = tuple(_pair_role(code) for code in range(256))
+
+#: The parameters each pair code carries, for fitting (the sum of a pair's weights must
+#: fit in one byte, 255/128 tokens, except an emoji's: see ``Profile.emoji_extra``).
+PAIR_PARAMETERS: tuple[tuple[str, ...], ...] = tuple(role.parameters for role in _ROLES)
+
+# ----------------------------------------------------------------------------------------
+# Counting
+# ----------------------------------------------------------------------------------------
+
+#: Texts are paired and summed in pieces of this many characters (the pair across a cut
+#: is kept), so that the masks below have a fixed size.
+_PIECE = 1 << 18
+_masks: tuple[int, int] | None = None
+_mask_lock = threading.Lock()
+
+
+def _get_masks() -> tuple[int, int]:
+    """Integers whose every byte is 0xF8 (class bits) and 0x07 (group bits)."""
+    global _masks
+    if _masks is None:
+        with _mask_lock:
+            if _masks is None:
+                size = _PIECE + 1
+                _masks = (
+                    int.from_bytes(b"\xf8" * size, "little"),
+                    int.from_bytes(b"\x07" * size, "little"),
+                )
+    return _masks
+
+
+def _classes(text: str) -> bytes:
+    """One byte per character: ``class << 3 | group`` (see :meth:`ProfileEstimator.estimate`,
+    which does the same inline)."""
+    data = text.encode("utf-8", "surrogatepass")  # a lone surrogate counts as Hangul
+    if len(data) == len(text):
+        return data.translate(_CLASS_TABLE)
+    return data.translate(_CLASS_TABLE, _CONTINUATION_BYTES)
+
+
+def _pairs(classes: bytes) -> bytes:
+    """The pair code of every character (and one byte of padding at the end)."""
+    class_bits, group_bits = _get_masks()
+    codes = int.from_bytes(classes, "little")
+    return ((codes & class_bits) | (codes & group_bits) << 8).to_bytes(len(classes) + 1, "little")
+
+
+_ADLER_PIECE = struct.Struct("256s")
+_LOW_HALF = (0, 1) if sys.byteorder == "little" else (3, 2)
+
+
+def _byte_sum(data: bytes, start: int, stop: int) -> int:
+    """The sum of ``data[start:stop]``, at C speed: adler32's low half is 1 + the sum of
+    its bytes, exact for 256 bytes of at most 255 (1 + 65,280 < 65,521)."""
+    whole = (stop - start) // 256 * 256
+    total = sum(data[start + whole : stop])
+    if whole:
+        view = memoryview(data)[start : start + whole]
+        sums = array("I", starmap(zlib.adler32, _ADLER_PIECE.iter_unpack(view)))
+        if sums.itemsize == 4:
+            raw = sums.tobytes()
+            low, high = _LOW_HALF
+            total += sum(raw[low::4]) + 256 * sum(raw[high::4]) - len(sums)
+        else:  # pragma: no cover - no mainstream platform has an 'I' of another size
+            total += sum(value & 0xFFFF for value in sums) - len(sums)
+    return total
+
+
+def _pieces(classes: bytes) -> Iterator[tuple[bytes, int, int]]:
+    """``(pair codes, first, stop)`` per piece: sum ``codes[first:stop]``."""
+    size = len(classes)
+    if size <= _PIECE:
+        yield _pairs(classes), 0, size
+        return
+    for start in range(0, size, _PIECE):
+        first = start - 1 if start else 0  # keep the character before, for the pair
+        piece = classes[first : start + _PIECE]
+        yield _pairs(piece), start - first, len(piece)
+
+
+def _weighted_units(classes: bytes, table: bytes) -> int:
+    """The sum of the pair weights, in 1/:data:`WEIGHT_UNIT` tokens."""
+    if len(classes) <= _PIECE:
+        return _byte_sum(_pairs(classes).translate(table), 0, len(classes))
+    return sum(
+        _byte_sum(codes.translate(table), first, stop) for codes, first, stop in _pieces(classes)
+    )
+
+
+def pair_code_counts(text: str) -> Counter[int]:
+    """How often each pair code occurs in ``text`` (for fitting, and for the breakdown
+    by class)."""
+    counts: Counter[int] = Counter()
+    if text:
+        for codes, first, stop in _pieces(_classes(text)):
+            counts.update(memoryview(codes)[first:stop])
+    return counts
+
+
+def parameter_counts(codes: Mapping[int, int]) -> dict[str, int]:
+    """How often each parameter of :data:`PARAMETERS` occurs, from pair-code counts:
+    characters for the character classes, pairs for the others."""
+    counts = dict.fromkeys(PARAMETERS, 0)
+    for code, n in codes.items():
+        for name in _ROLES[code].parameters:
+            counts[name] += n
+    return counts
+
+
+# ----------------------------------------------------------------------------------------
+# Profiles
+# ----------------------------------------------------------------------------------------
+
+_CAP = 255
+
+
+def _emoji_extra(rates: Mapping[str, float]) -> float:
+    """What an emoji's heaviest pair cannot hold, in tokens: counted per emoji apart."""
+    heaviest = max(
+        sum(rates.get(name, 0.0) for name in _ROLES[_EMOJI << 3 | prev].parameters)
+        for prev in range(8)
+    )
+    return max(0.0, heaviest - _CAP / WEIGHT_UNIT)
+
+
+def _build_table(rates: Mapping[str, float]) -> bytes:
+    """Pair weights in 1/WEIGHT_UNIT tokens, at most 255 each (an emoji's excess is
+    counted apart, see :func:`_emoji_extra`)."""
+    extra = _emoji_extra(rates) * WEIGHT_UNIT
+    units = [WEIGHT_UNIT * sum(rates.get(name, 0.0) for name in role.parameters) for role in _ROLES]
+    for prev in range(8):
+        units[_EMOJI << 3 | prev] -= extra
+    return bytes(max(0, min(_CAP, round(u))) for u in units)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Per-family rates: ``rates`` maps names of :data:`PARAMETERS` to tokens per
+    occurrence; ``framing`` is added once per non-empty text (see the module docstring);
+    ``fitted_on`` says what the numbers were fitted on. ``table`` (the pair weights) and
+    ``emoji_extra`` (what an emoji costs beyond what one pair weight holds, counted per
+    emoji apart) are derived from the rates unless given."""
+
+    family: str
+    description: str
+    rates: Mapping[str, float]
+    framing: float = 0.0
+    fitted_on: str = ""
+    table: bytes = field(default=b"", repr=False, compare=False)
+    emoji_extra: float | None = None
+
+    def __post_init__(self) -> None:
+        unknown = set(self.rates) - set(PARAMETERS)
+        if unknown:
+            raise SettingsError(f"unknown profile parameters: {', '.join(sorted(unknown))}")
+        if any(not math.isfinite(v) or v < 0 for v in self.rates.values()):
+            raise SettingsError("profile rates must be finite and not negative")
+        if not math.isfinite(self.framing) or self.framing < 0:
+            raise SettingsError("framing must be finite and not negative")
+        object.__setattr__(self, "rates", MappingProxyType(dict(self.rates)))
+        if not self.table:
+            object.__setattr__(self, "table", _build_table(self.rates))
+        elif len(self.table) != 256:
+            raise SettingsError("a profile table has 256 weights")
+        if self.emoji_extra is None:
+            object.__setattr__(self, "emoji_extra", _emoji_extra(self.rates))
+
+
+@dataclass(frozen=True)
+class ClassEstimate:
+    """One line of :meth:`ProfileEstimator.by_class`: a class, how many characters of it
+    (or, for ``framing``, 1), and the tokens the estimate gives them."""
+
+    name: str
+    characters: int
+    tokens: float
+
+
+_EMOJI_CODE = _CLASS_TABLE[0xF0]  # the byte that stands for an emoji after translate
+
+
+class ProfileEstimator(Estimator):
+    """The estimate of a :class:`Profile`: the sum of the pair weights, an emoji's extra,
+    and the framing, rounded up."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self.name = f"profile:{profile.family}"
+        self.family = profile.family
+        self._table = profile.table
+        self._framing = profile.framing
+        self._emoji_units = round((profile.emoji_extra or 0.0) * WEIGHT_UNIT)
+
+    def estimate(self, text: str) -> int:
+        if not text:
+            return 0
+        data = text.encode("utf-8", "surrogatepass")  # a lone surrogate counts as Hangul
+        if len(data) == len(text):
+            classes = data.translate(_CLASS_TABLE)
+        else:
+            classes = data.translate(_CLASS_TABLE, _CONTINUATION_BYTES)
+        units = _weighted_units(classes, self._table)
+        if self._emoji_units and b"\xf0" in data:
+            units += self._emoji_units * classes.count(_EMOJI_CODE)
+        return math.ceil(units / WEIGHT_UNIT + self._framing)
+
+    def by_class(self, text: str) -> list[ClassEstimate]:
+        """The estimate of ``text`` split by character class (every class, in the order
+        of :data:`CHARACTER_CLASSES`, then ``framing``); the tokens add up to
+        :meth:`estimate` before rounding up. Slower than :meth:`estimate`."""
+        chars = dict.fromkeys(_CLASS_NAMES, 0)
+        units = dict.fromkeys(_CLASS_NAMES, 0)
+        for code, n in pair_code_counts(text).items():
+            owner = _ROLES[code].owner
+            if owner is not None:
+                chars[owner] += n
+                units[owner] += n * self._table[code]
+        units["emoji"] += chars["emoji"] * self._emoji_units
+        rows = [
+            ClassEstimate(name, chars[name], units[name] / WEIGHT_UNIT) for name in _CLASS_NAMES
+        ]
+        rows.append(ClassEstimate("framing", 1 if text else 0, self._framing if text else 0.0))
+        return rows
+
+
+def _conservative(profiles: Iterable[Profile]) -> Profile:
+    members = list(profiles)
+    table = bytes(max(p.table[code] for p in members) for code in range(256))
+    rates = {name: max(p.rates.get(name, 0.0) for p in members) for name in PARAMETERS}
+    return Profile(
+        family="conservative",
+        description="never under any other family: the largest weight of each pair",
+        rates=rates,
+        framing=max(p.framing for p in members),
+        fitted_on="the largest of " + ", ".join(p.family for p in members),
+        table=table,
+        emoji_extra=max(p.emoji_extra or 0.0 for p in members),
+    )
+
+
+_DESCRIPTIONS = {
+    "o200k": "OpenAI o200k_base: GPT-4o, GPT-4.1, GPT-5, o1/o3/o4",
+    "cl100k": "OpenAI cl100k_base: GPT-4, GPT-3.5-turbo, embeddings",
+    "deepseek": "DeepSeek-V3/R1 (deepseek-chat, deepseek-reasoner)",
+    "tekken": "Mistral Tekken: Mistral NeMo, Large 2, Small 3, Pixtral, Codestral, Ministral",
+    "claude": "Anthropic Claude 3 and later (unpublished tokenizer; see the module docstring)",
+}
+
+
+def _load_profiles() -> dict[str, Profile]:
+    profiles: dict[str, Profile] = {}
+    for family, entry in _profile_table.PROFILES.items():
+        rates = {**UNMEASURED_RATES, **entry.rates}
+        profiles[family] = Profile(
+            family=family,
+            description=_DESCRIPTIONS.get(family, family),
+            rates=rates,
+            framing=entry.framing,
+            fitted_on=entry.fitted_on,
+        )
+    profiles["conservative"] = _conservative(profiles.values())
+    return profiles
+
+
+_PROFILES = _load_profiles()
+
+#: Every family :func:`estimator_for` knows: the calibrated ones, ``conservative`` and
+#: ``seed``.
+FAMILIES: tuple[str, ...] = (*_PROFILES, "seed")
+
+
+def get_profile(family: str) -> Profile:
+    """The calibrated profile of ``family`` (not ``seed``, which has no profile)."""
+    try:
+        return _PROFILES[family]
+    except KeyError:
+        raise SettingsError(
+            f"unknown tokenizer family {family!r}; known: {', '.join(FAMILIES)}"
+        ) from None
+
+
+# ----------------------------------------------------------------------------------------
+# Models to families
+# ----------------------------------------------------------------------------------------
+
+#: Exact model names (lowercase), as tiktoken's ``MODEL_TO_ENCODING``.
+MODEL_TO_FAMILY: Mapping[str, str] = MappingProxyType(
+    {
+        "gpt-4": "cl100k",
+        "gpt-3.5-turbo": "cl100k",
+        "gpt-3.5": "cl100k",
+        "gpt-35-turbo": "cl100k",
+        "text-embedding-ada-002": "cl100k",
+        "text-embedding-3-small": "cl100k",
+        "text-embedding-3-large": "cl100k",
+        "gpt-4o": "o200k",
+        "o1": "o200k",
+        "o3": "o200k",
+        "o4-mini": "o200k",
+        "deepseek-chat": "deepseek",
+        "deepseek-reasoner": "deepseek",
+        "codestral-latest": "tekken",
+        "open-mistral-nemo": "tekken",
+    }
+)
+
+#: Model name prefixes (lowercase), tried in order, as tiktoken's ``MODEL_PREFIX_TO_ENCODING``.
+MODEL_PREFIX_TO_FAMILY: tuple[tuple[str, str], ...] = (
+    ("gpt-4o", "o200k"),
+    ("chatgpt-4o", "o200k"),
+    ("gpt-4.1", "o200k"),
+    ("gpt-4.5", "o200k"),
+    ("gpt-5", "o200k"),
+    ("gpt-oss", "o200k"),
+    ("o1-", "o200k"),
+    ("o3-", "o200k"),
+    ("o4-", "o200k"),
+    ("codex-", "o200k"),
+    ("gpt-4-", "cl100k"),
+    ("gpt-3.5-turbo-", "cl100k"),
+    ("gpt-35-turbo-", "cl100k"),
+    ("ft:gpt-4o", "o200k"),
+    ("ft:gpt-4", "cl100k"),
+    ("ft:gpt-3.5-turbo", "cl100k"),
+    ("claude-", "claude"),
+    ("deepseek-", "deepseek"),
+    ("mistral-large", "tekken"),
+    ("mistral-small", "tekken"),
+    ("mistral-medium", "tekken"),
+    ("open-mistral-nemo", "tekken"),
+    ("codestral", "tekken"),
+    ("ministral", "tekken"),
+    ("pixtral", "tekken"),
+    ("magistral", "tekken"),
+    ("devstral", "tekken"),
+)
+
+# "anthropic/claude-...", "openrouter/deepseek/deepseek-chat", Bedrock's
+# "us.anthropic.claude-...-v1:0", Vertex's "claude-...@20240620".
+_ROUTE = re.compile(r"^(?:[a-z]{2,4}\.)?(?:anthropic|mistral|deepseek|openai)\.")
+
+
+def family_for_model(model: str) -> str:
+    """The tokenizer family of ``model``: exact names first, then prefixes (as
+    tiktoken's ``encoding_for_model``); ``"conservative"`` for a model not known.
+
+    Provider routes are looked through: ``anthropic/claude-sonnet-4-5``,
+    ``openrouter/deepseek/deepseek-chat``, ``us.anthropic.claude-3-5-sonnet-...-v1:0``.
+    """
+    name = model.strip().lower().rsplit("/", 1)[-1]
+    name = _ROUTE.sub("", name)
+    family = MODEL_TO_FAMILY.get(name)
+    if family is not None:
+        return family
+    for prefix, family in MODEL_PREFIX_TO_FAMILY:
+        if name.startswith(prefix):
+            return family
+    return "conservative"
+
+
+_ESTIMATORS: dict[str, Estimator] = {}
+_ESTIMATORS_LOCK = threading.Lock()
+
+
+def estimator_for(model: str | None = None, family: str | None = None) -> Estimator:
+    """The estimator for a model or a tokenizer family (give one, not both).
+
+    ``model`` maps to a family by :func:`family_for_model` (unknown models get
+    ``conservative``); ``family`` is one of :data:`FAMILIES` (``"seed"`` is the seed's
+    rule). Without either: ``conservative``. The same estimator object is returned for
+    the same family, so that :mod:`windowfit.sizing`'s per-message cache is shared.
+    Raises :class:`~windowfit.errors.SettingsError` for an unknown family.
+    """
+    if model is not None and family is not None:
+        raise SettingsError("give a model or a family, not both")
+    if family is None:
+        family = family_for_model(model) if model is not None else "conservative"
+    if family not in FAMILIES:
+        raise SettingsError(f"unknown tokenizer family {family!r}; known: {', '.join(FAMILIES)}")
+    estimator = _ESTIMATORS.get(family)
+    if estimator is None:
+        with _ESTIMATORS_LOCK:
+            estimator = _ESTIMATORS.get(family)
+            if estimator is None:
+                if family == "seed":
+                    estimator = SeedEstimator()
+                else:
+                    estimator = ProfileEstimator(_PROFILES[family])
+                _ESTIMATORS[family] = estimator
+    return estimator
