@@ -60,6 +60,7 @@ from .classify import ErrorInfo, ErrorKind
 from .errors import ContextOverflowError, SettingsError
 from .fitting import FitReport, FitResult, fit
 from .models import ModelLimits, model_limits
+from .profiles import estimator_for, family_for_model
 from .retry import RetryPolicy, retry_call, retry_call_async
 from .settings import FitSettings
 from .tokens import Estimator
@@ -389,7 +390,7 @@ class WrapState:
                 tools=tools,
                 settings=self.settings,
                 format=self.provider,
-                estimator=self.estimator,
+                estimator=self.estimator or _default_estimator(model_name),
                 limit=limit,
             )
         except ContextOverflowError:
@@ -752,6 +753,14 @@ def _is_async(client: Any) -> bool:
     return inspect.iscoroutinefunction(close)
 
 
+def _default_estimator(model: str) -> Estimator | None:
+    """The calibrated profile for a known model family; ``None`` (the script-aware rule)
+    for a model windowfit does not know, whose tokenizer it cannot guess."""
+    if not model or family_for_model(model) == "conservative":
+        return None
+    return estimator_for(model=model)
+
+
 def wrap(
     client: T,
     *,
@@ -772,7 +781,9 @@ def wrap(
     window minus ``max_tokens``). ``settings``: :class:`~windowfit.FitSettings` or a preset
     name. ``windows``: context windows for models the table does not know (or knows
     differently): ``{"my-model": 32_000}`` or ``{"my-model": ModelLimits(...)}``.
-    ``estimator``: how fitting counts (default: the script-aware rule, which errs high).
+    ``estimator``: how fitting counts (default: the calibrated profile of the request's
+    model family, :func:`windowfit.estimator_for`, for models whose family is known; the
+    script-aware rule for others).
     ``retry``: the :class:`~windowfit.RetryPolicy` (``sleep`` replaces the pause between
     attempts: a function for sync clients, a coroutine function for async ones).
     ``cache_control``: place Anthropic prompt-cache breakpoints. ``calibrator``: gets
