@@ -23,7 +23,7 @@ SMALL = ScenarioConfig(
     files_per_subagent=24,
     file_chars=10_000,
     chapters=12,
-    chapter_chars=12_000,
+    chapter_chars=6_000,
     russian_turns=3,
     chapters_per_turn=3,
 )
@@ -67,9 +67,11 @@ def test_json_keys(document: dict[str, Any], scenario: str, mode: str) -> None:
 def test_russian_keys(document: dict[str, Any]) -> None:
     russian = document["scenarios"]["russian"]
     assert set(russian) >= RUSSIAN_KEYS
-    assert russian["tokenizer"] == "o200k"
-    # chars/4 under-counts Russian; the script rule errs high (DESIGN section 4).
-    assert russian["estimate_chars4"] < russian["real_tokens"] < russian["estimate_script"]
+    assert russian["tokenizer"] == "cl100k"
+    # chars/4 under-counts Russian badly; the script rule less (by cl100k it is still
+    # under: MEASURED.md); the profile windowfit counts with does not.
+    assert russian["estimate_chars4"] < russian["estimate_script"] < russian["real_tokens"]
+    assert russian["real_tokens"] <= russian["estimate_profile"]
 
 
 def test_subagents_before_and_after(document: dict[str, Any]) -> None:

@@ -238,7 +238,8 @@ def render(document: dict[str, Any]) -> str:
             f"{_n(entry['real_tokens'])} real tokens ({entry['tokenizer']}); chars/4 says "
             f"{_n(entry['estimate_chars4'])} ({entry['estimate_chars4'] / real:.2f}x), the "
             f"script-aware rule {_n(entry['estimate_script'])} "
-            f"({entry['estimate_script'] / real:.2f}x).",
+            f"({entry['estimate_script'] / real:.2f}x), windowfit's {entry['profile']} profile "
+            f"{_n(entry['estimate_profile'])} ({entry['estimate_profile'] / real:.2f}x).",
             f"A person asks an agent for {b['files_total']} chapters, a few per turn; the old "
             "system trims whole turns by its estimate:",
         ]
@@ -260,7 +261,7 @@ def render(document: dict[str, Any]) -> str:
             _row("chapters read", lambda x: f"{x['files_read']} of {x['files_total']}", b, a),
             _row("input cost, base-price tokens", lambda x: _m(x["cost"]), b, a),
         ]
-        _rows(lines, rows, ("before: chars/4", "after: script rule"))
+        _rows(lines, rows, ("before: chars/4", f"after: {a['estimator']}"))
     lines += [
         "",
         "Real tokens are the simulator's count; estimates are the shaper's. Cost: input "

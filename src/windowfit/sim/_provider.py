@@ -51,7 +51,7 @@ __all__ = [
 #: The model's window in the simulation, as the write-up's model had (about 1M tokens).
 DEFAULT_HARD_LIMIT = 1_000_000
 #: The tokenizer the simulator counts with (see the module docstring).
-DEFAULT_TOKENIZER = "o200k"
+DEFAULT_TOKENIZER = "cl100k"
 
 _SPEC = get_format("anthropic")
 _TEXT_CACHE_CHARS = 200_000_000  # characters of counted texts kept (one copy each)
