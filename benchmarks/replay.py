@@ -81,17 +81,27 @@ def run_all(
     files = _log_files(root)
     started = time.perf_counter()
     results = []
+    terminal = sys.stderr.isatty()
+
+    def progress(done: int) -> None:
+        # Redrawn in place on a terminal; a line every tenth of the way in a log file.
+        if terminal:
+            print(f"\r{done}/{len(files)} files", end="", file=sys.stderr, flush=True)
+        elif done == len(files) or done % max(1, len(files) // 10) == 0:
+            print(f"{done}/{len(files)} files", file=sys.stderr, flush=True)
+
     if jobs > 1:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             futures = [pool.submit(_replay_file, str(f), fractions, policies) for f in files]
             for done, future in enumerate(futures, 1):
                 results.append(future.result())
-                print(f"\r{done}/{len(files)} files", end="", file=sys.stderr, flush=True)
+                progress(done)
     else:
         for done, f in enumerate(files, 1):
             results.append(_replay_file(str(f), fractions, policies))
-            print(f"\r{done}/{len(files)} files", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
+            progress(done)
+    if terminal:
+        print(file=sys.stderr)
     elapsed = time.perf_counter() - started
     order = {str(f): i for i, f in enumerate(sorted(files))}
     results.sort(key=lambda r: order[r[0]])
