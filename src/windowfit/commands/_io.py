@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "EXIT_OK",
@@ -18,6 +19,8 @@ __all__ = [
     "read_text",
     "write_text",
 ]
+
+N = TypeVar("N", int, float)
 
 EXIT_OK = 0
 EXIT_OVERFLOW = 1
@@ -66,12 +69,31 @@ def write_text(path: str, text: str) -> None:
         raise CliError(f"{path}: cannot write ({exc.strerror})") from None
 
 
-def positive_int(value: str) -> int:
-    """argparse type: a positive whole number (``_`` and ``,`` allowed as separators)."""
-    try:
-        number = int(value.replace("_", "").replace(",", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, not {number}")
-    return number
+def checked_number(
+    convert: Callable[[str], N], valid: Callable[[N], bool], rule: str, *, what: str = "a number"
+) -> Callable[[str], N]:
+    """An argparse type: ``convert`` the text, then require ``valid``. Bad text says it is
+    not ``what``; a value out of range says ``rule``, formatted with ``number`` (converted)
+    and ``value`` (as given)."""
+
+    def parse(value: str) -> N:
+        try:
+            number = convert(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {value!r}") from None
+        if not valid(number):
+            raise argparse.ArgumentTypeError(rule.format(number=number, value=value))
+        return number
+
+    return parse
+
+
+def whole(value: str) -> int:
+    """A whole number, with ``_`` and ``,`` allowed as separators."""
+    return int(value.replace("_", "").replace(",", ""))
+
+
+#: argparse type: a positive whole number (``_`` and ``,`` allowed as separators).
+positive_int = checked_number(
+    whole, lambda n: n > 0, "must be positive, not {number}", what="a whole number"
+)

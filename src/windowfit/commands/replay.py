@@ -16,41 +16,16 @@ from typing import Any
 
 from ..cache import CachePricing
 from ..errors import WindowfitError
-from ._io import EXIT_OK, CliError, positive_int
+from ._io import EXIT_OK, CliError, checked_number, positive_int
 
 EXIT_PARTIAL = 1
 
 _DEFAULT_FRACTION = 0.5
 
 
-def _fraction(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not 0 < number <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], not {number:g}")
-    return number
-
-
-def _factor(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not number >= 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {number:g}")
-    return number
-
-
-def _price(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not number >= 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, not {number:g}")
-    return number
+_fraction = checked_number(float, lambda n: 0 < n <= 1, "must be in (0, 1], not {number:g}")
+_factor = checked_number(float, lambda n: n >= 1, "must be at least 1, not {number:g}")
+_price = checked_number(float, lambda n: n >= 0, "must not be negative, not {number:g}")
 
 
 def register(sub: Any) -> None:

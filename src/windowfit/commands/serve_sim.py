@@ -7,37 +7,17 @@ import sys
 from typing import Any
 
 from ..errors import MissingExtraError, TokenizerError
-from ._io import EXIT_OK, CliError, positive_int
+from ._io import EXIT_OK, CliError, checked_number, positive_int, whole
 
-
-def _port(value: str) -> int:
-    try:
-        port = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0-65535, not {port}")
-    return port
-
-
-def _count(value: str) -> int:
-    try:
-        number = int(value.replace("_", "").replace(",", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {number}")
-    return number
-
-
-def _seconds(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
-    if not 0 <= number <= 600:
-        raise argparse.ArgumentTypeError(f"must be 0-600 seconds, not {value}")
-    return number
+_port = checked_number(
+    int, lambda n: 0 <= n <= 65535, "a port is 0-65535, not {number}", what="a port number"
+)
+_count = checked_number(
+    whole, lambda n: n >= 0, "must be 0 or more, not {number}", what="a whole number"
+)
+_seconds = checked_number(
+    float, lambda n: 0 <= n <= 600, "must be 0-600 seconds, not {value}", what="a number of seconds"
+)
 
 
 def register(sub: Any) -> None:
