@@ -17,6 +17,7 @@ from .errors import (
     TokenizerError,
     WindowfitError,
 )
+from .fitter import DEFAULT_MAX_BYTES, Fitter
 from .fitting import FitReport, FitResult, fit
 from .formats import detect_format
 from .instructions import (
@@ -39,6 +40,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CLEARED_RESULT_NOTE",
     "CONTEXT_OVERFLOW_MESSAGE",
+    "DEFAULT_MAX_BYTES",
     "FAMILIES",
     "PRESETS",
     "SAFETY_NET",
@@ -53,6 +55,7 @@ __all__ = [
     "FitReport",
     "FitResult",
     "FitSettings",
+    "Fitter",
     "LogFormatError",
     "MissingExtraError",
     "ModelLimits",

@@ -1,10 +1,12 @@
-"""Token sizes of messages, blocks and whole requests, computed once per message.
+"""Token sizes of messages, blocks and whole requests.
 
 Every estimator only counts text; this module adds what a request costs beyond its text
 (a small fixed overhead per message and per block, tool calls by their JSON arguments,
-images by the provider's size rule) so that the numbers err high. Messages never change
-once written, so a message's size is computed once and kept: :class:`Sizer` caches by the
-message object's identity (holding a reference, so an id is never reused while cached).
+images by the provider's size rule) so that the numbers err high. A :class:`Sizer` works
+on the neutral model; fitting sizes provider dicts directly with the same rules (see
+``formats/_facts.py``). :meth:`Sizer.tokens` remembers sizes by content (never by object
+identity, which goes stale when a message is edited in place), for callers that count
+with a costly real tokenizer.
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._content import content_key
+from ._overheads import BLOCK_OVERHEAD, MESSAGE_OVERHEAD, TOOL_DEFINITION_OVERHEAD, TOOL_OVERHEAD
+from .errors import ConversationError
 from .formats import FormatSpec
+from .formats._facts import describe, json_text
 from .images import image_tokens
 from .instructions import CLEARED_RESULT_NOTE
 from .messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
@@ -29,16 +35,9 @@ __all__ = [
     "default_sizer",
 ]
 
-#: Per message (role and framing tokens). OpenAI documents 3-4 per message; we use 4.
-MESSAGE_OVERHEAD = 4
-#: Per content block.
-BLOCK_OVERHEAD = 3
-#: Per tool call or tool result (ids, names, framing).
-TOOL_OVERHEAD = 10
-#: Per tool definition, on top of its JSON.
-TOOL_DEFINITION_OVERHEAD = 10
 
-_CACHE_LIMIT = 500_000
+#: :meth:`Sizer.tokens` remembers this many sizes (two ints each, about 10 MB in all).
+_MEMO_LIMIT = 65_536
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,7 @@ class Sizer:
     def __init__(self, estimator: Estimator | None = None, provider: str = "anthropic"):
         self.estimator = estimator or SeedEstimator()
         self.provider = provider
-        self._cache: dict[int, tuple[object, Message, MessageSize]] = {}
+        self._memo: dict[tuple[str, tuple[int, int]], int] = {}
         note = self.estimator.estimate(CLEARED_RESULT_NOTE)
         self.cleared_string_tokens = TOOL_OVERHEAD + note
         self.cleared_list_tokens = TOOL_OVERHEAD + BLOCK_OVERHEAD + note
@@ -108,17 +107,24 @@ class Sizer:
     # -- provider messages, cached ---------------------------------------------------
 
     def measure(self, raw: Any, spec: FormatSpec, index: int) -> tuple[Message, MessageSize]:
-        """The neutral form of a provider message and its size, computed once per object."""
-        key = id(raw)
-        hit = self._cache.get(key)
-        if hit is not None and hit[0] is raw:
-            return hit[1], hit[2]
+        """The neutral form of a provider message and its size."""
         message = spec.from_message(raw, index)
-        size = self.size_of(message)
-        if len(self._cache) >= _CACHE_LIMIT:
-            self._cache.clear()
-        self._cache[key] = (raw, message, size)
-        return message, size
+        return message, self.size_of(message)
+
+    def tokens(self, raw: Any, spec: FormatSpec, index: int) -> int:
+        """A provider message's size, checked as fitting checks it, remembered by content
+        (a bounded memo of numbers: it keeps no reference to any message)."""
+        key = content_key(raw)
+        if key is not None:
+            hit = self._memo.get((spec.name, key))
+            if hit is not None:
+                return hit
+        tokens = spec.scan(raw, index, self).tokens
+        if key is not None:
+            if len(self._memo) >= _MEMO_LIMIT:
+                self._memo.clear()
+            self._memo[(spec.name, key)] = tokens
+        return tokens
 
     def size_of(self, message: Message) -> MessageSize:
         tokens = MESSAGE_OVERHEAD
@@ -136,26 +142,55 @@ class Sizer:
     # -- request parts ----------------------------------------------------------------
 
     def system(self, system: str | Sequence[Mapping[str, Any]] | None) -> int:
+        """The system prompt's size: a string, or a list of blocks (text blocks by their
+        text, others by their JSON). Anything else is a ConversationError for ``system``."""
         if system is None:
             return 0
         if isinstance(system, str):
             return MESSAGE_OVERHEAD + self.estimator.estimate(system)
+        if not isinstance(system, (list, tuple)):
+            raise ConversationError(
+                f"must be a string or a list of blocks, not {describe(system)}", field="system"
+            )
         total = MESSAGE_OVERHEAD
-        for block in system:
-            text = block.get("text") if isinstance(block, Mapping) else None
+        for k, block in enumerate(system):
+            if not isinstance(block, Mapping):
+                raise ConversationError(
+                    f"a block must be a JSON object, not {describe(block)}",
+                    field=f"system[{k}]",
+                )
+            text = block.get("text")
             if isinstance(text, str):
                 total += BLOCK_OVERHEAD + self.estimator.estimate(text)
             else:
-                total += BLOCK_OVERHEAD + self.estimator.estimate(_json(block))
+                total += BLOCK_OVERHEAD + self.estimator.estimate(
+                    json_text(block, None, f"system[{k}]")
+                )
         return total
 
     def tools(self, tools: Sequence[Any] | None) -> int:
-        if not tools:
+        """The tool definitions' size, by their JSON (a ConversationError for ``tools``
+        when they are not a list of JSON objects)."""
+        if tools is None:
             return 0
-        return sum(TOOL_DEFINITION_OVERHEAD + self.estimator.estimate(_json(t)) for t in tools)
+        if not isinstance(tools, (list, tuple)):
+            raise ConversationError(
+                f"must be a list of tool definitions, not {describe(tools)}", field="tools"
+            )
+        total = 0
+        for k, tool in enumerate(tools):
+            if not isinstance(tool, Mapping):
+                raise ConversationError(
+                    f"a tool definition must be a JSON object, not {describe(tool)}",
+                    field=f"tools[{k}]",
+                )
+            total += TOOL_DEFINITION_OVERHEAD + self.estimator.estimate(
+                json_text(tool, None, f"tools[{k}]")
+            )
+        return total
 
     def messages(self, messages: Sequence[Any], spec: FormatSpec) -> int:
-        return sum(self.measure(m, spec, i)[1].tokens for i, m in enumerate(messages))
+        return sum(self.tokens(m, spec, i) for i, m in enumerate(messages))
 
 
 def _json(value: Any) -> str:

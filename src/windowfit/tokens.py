@@ -153,6 +153,10 @@ class Estimator(ABC):
 
     name: str = "estimator"
     family: str = "custom"
+    #: Whether running it again costs less than looking its answer up by content (true of
+    #: windowfit's own estimates; a real tokenizer is not). A
+    #: :class:`~windowfit.Fitter` remembers message sizes only for estimators that are not.
+    cheap: bool = False
 
     @abstractmethod
     def estimate(self, text: str) -> int:
@@ -176,6 +180,7 @@ class SeedEstimator(Estimator):
 
     name = "seed"
     family = "seed"
+    cheap = True
 
     def estimate(self, text: str) -> int:
         return estimate_tokens(text)

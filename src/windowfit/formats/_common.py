@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import ConversationError
 from ..messages import Message
+from ._facts import Facts, describe
 
 
 @dataclass(frozen=True)
@@ -22,13 +23,23 @@ class FormatSpec:
     system_roles: frozenset[str]
     #: The roles a message may have.
     roles: frozenset[str]
+    #: Reads a provider message straight from its JSON: checked, sized (see ``_facts``).
+    scan: Callable[[Any, int, Counts], Facts]
+    #: The field that holds a message's ``k``-th tool result's call id, for errors.
+    result_field: Callable[[Any, str], str]
+    #: The field that holds a message's tool calls, for errors.
+    calls_field: str
+    #: A copy of a message whose results for the given call ids hold the given note.
+    clear: Callable[[Any, frozenset[str], str], dict[str, Any]]
+    #: A copy of a message with its tool results left out (its user input kept).
+    strip: Callable[[Any], dict[str, Any]]
+    #: Roles the first non-system message may have (``None``: any).
+    opening_roles: frozenset[str] | None = None
 
 
 def require_mapping(value: Any, index: int, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise ConversationError(
-            f"{what} must be a JSON object, not {type(value).__name__}", index=index
-        )
+        raise ConversationError(f"{what} must be a JSON object, not {describe(value)}", index=index)
     return value
 
 
@@ -38,7 +49,7 @@ def require_str(value: Mapping[str, Any], key: str, index: int, where: str = "")
     got = value[key]
     if not isinstance(got, str):
         raise ConversationError(
-            f"must be a string, not {type(got).__name__}", index=index, field=f"{where}{key}"
+            f"must be a string, not {describe(got)}", index=index, field=f"{where}{key}"
         )
     return got
 
@@ -51,3 +62,19 @@ def rest(value: Mapping[str, Any], *known: str) -> dict[str, Any]:
 def arguments_json(value: Any) -> str:
     """The JSON text of tool-call arguments, as a provider would count it."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class Counts(Protocol):
+    """What a scanner needs to size a message (a :class:`windowfit.sizing.Sizer`)."""
+
+    provider: str
+    cleared_string_tokens: int
+    cleared_list_tokens: int
+
+    def text(self, text: str) -> int: ...
+
+
+def not_a_string(value: Any, index: int, field: str) -> ConversationError:
+    if value is None:
+        return ConversationError("is missing", index=index, field=field)
+    return ConversationError(f"must be a string, not {describe(value)}", index=index, field=field)

@@ -11,11 +11,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .._overheads import BLOCK_OVERHEAD, MESSAGE_OVERHEAD, TOOL_OVERHEAD
 from ..errors import ConversationError
+from ..images import image_tokens
 from ..messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
-from ._common import FormatSpec, arguments_json, require_mapping, require_str, rest
+from ._common import (
+    Counts,
+    FormatSpec,
+    arguments_json,
+    not_a_string,
+    require_mapping,
+    require_str,
+    rest,
+)
+from ._facts import Facts, describe, json_text
 
-__all__ = ["SPEC", "block_from_raw", "block_to_raw", "from_message", "to_message"]
+__all__ = ["SPEC", "block_from_raw", "block_to_raw", "from_message", "scan", "to_message"]
 
 
 def block_from_raw(raw: Any, index: int, where: str) -> Block:
@@ -164,10 +175,250 @@ def to_message(message: Message) -> dict[str, Any]:
     return out
 
 
+# --------------------------------------------------------------------------------------
+# Scanning: checked and sized straight from the JSON (see ``_facts``)
+
+#: Block types a tool_result's content may hold (Anthropic tool-use docs: text, image,
+#: document and search_result blocks).
+_RESULT_CONTENT_TYPES = frozenset({"text", "image", "document", "search_result"})
+#: Block types only the assistant writes.
+_ASSISTANT_ONLY = frozenset({"tool_use", "thinking", "redacted_thinking", "server_tool_use"})
+
+
+def scan(raw: Any, index: int, counts: Counts) -> Facts:
+    """Check one Anthropic message and size it, without building the neutral form.
+
+    Besides each block's own fields, checks what the API rejects with a 400: a role other
+    than user or assistant, content that is not a string or a list of blocks, tool_use
+    or thinking blocks in a user message, tool_result blocks in an assistant message or
+    after other content, and blocks nested where they may not be.
+    """
+    if type(raw) is not dict and not isinstance(raw, Mapping):
+        raise ConversationError(
+            f"a message must be a JSON object, not {describe(raw)}", index=index
+        )
+    role = raw.get("role")
+    if role != "user" and role != "assistant":
+        if role is None or not isinstance(role, str):
+            raise not_a_string(role, index, "role")
+        raise ConversationError(
+            f"role {role!r} is not an Anthropic role (user, assistant)", index=index, field="role"
+        )
+    content = raw.get("content")
+    estimate = counts.text
+    if type(content) is str:
+        tokens = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + estimate(content)
+        return Facts(role, tokens, (), (), False, role == "user", tokens)
+    if type(content) is not list:
+        if content is None:
+            problem = "is missing" if "content" not in raw else "must not be null"
+            raise ConversationError(problem, index=index, field="content")
+        raise ConversationError(
+            f"must be a string or a list of blocks, not {describe(content)}",
+            index=index,
+            field="content",
+        )
+    tokens = other = MESSAGE_OVERHEAD
+    calls: list[str] = []
+    results: list[tuple[str, int, int]] = []
+    user_side = role == "user"
+    for k, block in enumerate(content):
+        if type(block) is not dict and not isinstance(block, Mapping):
+            raise ConversationError(
+                f"a block must be a JSON object, not {describe(block)}",
+                index=index,
+                field=f"content[{k}]",
+            )
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if type(text) is not str:
+                raise not_a_string(text, index, f"content[{k}].text")
+            n = BLOCK_OVERHEAD + estimate(text)
+        elif kind == "tool_result":
+            if not user_side:
+                raise ConversationError(
+                    "a tool_result block belongs in a user message, not an assistant message",
+                    index=index,
+                    field=f"content[{k}]",
+                )
+            if other != MESSAGE_OVERHEAD:
+                raise ConversationError(
+                    "tool_result blocks must come first in a user message, before any other "
+                    "content",
+                    index=index,
+                    field=f"content[{k}]",
+                )
+            call_id = block.get("tool_use_id")
+            if type(call_id) is not str:
+                raise not_a_string(call_id, index, f"content[{k}].tool_use_id")
+            n, cleared = _result_size(block, index, k, counts)
+            results.append((call_id, n, cleared))
+            tokens += n
+            continue
+        elif kind == "tool_use":
+            if user_side:
+                raise _assistant_only(kind, index, k)
+            call_id = block.get("id")
+            if type(call_id) is not str:
+                raise not_a_string(call_id, index, f"content[{k}].id")
+            name = block.get("name")
+            if type(name) is not str:
+                raise not_a_string(name, index, f"content[{k}].name")
+            value = block.get("input", _EMPTY)
+            if type(value) is not dict and not isinstance(value, Mapping):
+                raise ConversationError(
+                    f"must be a JSON object, not {describe(value)}",
+                    index=index,
+                    field=f"content[{k}].input",
+                )
+            arguments = json_text(value, index, f"content[{k}].input")
+            n = TOOL_OVERHEAD + estimate(name) + estimate(arguments)
+            calls.append(call_id)
+        else:
+            n = _other_block_size(block, kind, index, f"content[{k}]", counts)
+            if user_side and kind in _ASSISTANT_ONLY:
+                raise _assistant_only(kind, index, k)
+        tokens += n
+        other += n
+    has_input = user_side and other != MESSAGE_OVERHEAD
+    return Facts(role, tokens, tuple(calls), tuple(results), bool(results), has_input, other)
+
+
+_EMPTY: dict[str, Any] = {}
+
+
+def _assistant_only(kind: str, index: int, k: int) -> ConversationError:
+    return ConversationError(
+        f"a {kind} block belongs in an assistant message, not a user message",
+        index=index,
+        field=f"content[{k}]",
+    )
+
+
+def _other_block_size(
+    block: Mapping[str, Any], kind: Any, index: int, where: str, counts: Counts
+) -> int:
+    """The size of a block that is neither a tool call nor a tool result."""
+    if kind == "text":
+        text = block.get("text")
+        if type(text) is not str:
+            raise not_a_string(text, index, f"{where}.text")
+        return BLOCK_OVERHEAD + counts.text(text)
+    if kind == "image":
+        source = block.get("source")
+        if type(source) is not dict and not isinstance(source, Mapping):
+            raise ConversationError(
+                f"an image block needs a source object, not {describe(source)}",
+                index=index,
+                field=f"{where}.source",
+            )
+        json_text(source, index, f"{where}.source")
+        return BLOCK_OVERHEAD + image_tokens(source, counts.provider)
+    if kind == "thinking":
+        text = block.get("thinking")
+        if type(text) is not str:
+            raise not_a_string(text, index, f"{where}.thinking")
+        signature = block.get("signature")
+        if signature is not None and type(signature) is not str:
+            raise not_a_string(signature, index, f"{where}.signature")
+        return BLOCK_OVERHEAD + counts.text(text)
+    if kind == "redacted_thinking":
+        data = block.get("data")
+        if type(data) is not str:
+            raise not_a_string(data, index, f"{where}.data")
+        return BLOCK_OVERHEAD + counts.text(data)
+    if type(kind) is not str:
+        raise not_a_string(kind, index, f"{where}.type")
+    if kind == "tool_use" or kind == "tool_result":
+        raise ConversationError(
+            f"a {kind} block cannot be nested inside another block", index=index, field=where
+        )
+    return BLOCK_OVERHEAD + counts.text(json_text(block, index, where))
+
+
+def _result_size(block: Mapping[str, Any], index: int, k: int, counts: Counts) -> tuple[int, int]:
+    """A tool_result block's size and its size once cleared."""
+    where = f"content[{k}]"
+    is_error = block.get("is_error")
+    if is_error is not None and type(is_error) is not bool:
+        raise ConversationError(
+            f"must be true or false, not {describe(is_error)}",
+            index=index,
+            field=f"{where}.is_error",
+        )
+    inner = block.get("content")
+    if inner is None:
+        if "content" in block:
+            raise ConversationError("must not be null", index=index, field=f"{where}.content")
+        return TOOL_OVERHEAD, counts.cleared_string_tokens
+    if type(inner) is str:
+        return TOOL_OVERHEAD + counts.text(inner), counts.cleared_string_tokens
+    if type(inner) is not list:
+        raise ConversationError(
+            f"must be a string or a list of blocks, not {describe(inner)}",
+            index=index,
+            field=f"{where}.content",
+        )
+    n = TOOL_OVERHEAD
+    for j, part in enumerate(inner):
+        here = f"{where}.content[{j}]"
+        if type(part) is not dict and not isinstance(part, Mapping):
+            raise ConversationError(
+                f"a block must be a JSON object, not {describe(part)}", index=index, field=here
+            )
+        kind = part.get("type")
+        if kind not in _RESULT_CONTENT_TYPES:
+            if type(kind) is not str:
+                raise not_a_string(kind, index, f"{here}.type")
+            allowed = ", ".join(sorted(_RESULT_CONTENT_TYPES))
+            raise ConversationError(
+                f"a {kind} block cannot be inside a tool_result (allowed: {allowed})",
+                index=index,
+                field=here,
+            )
+        n += _other_block_size(part, kind, index, here, counts)
+    return n, counts.cleared_list_tokens
+
+
+def result_field(raw: Any, call_id: str) -> str:
+    """Where in ``raw`` the tool_result for ``call_id`` is."""
+    for k, block in enumerate(raw.get("content") or ()):
+        if isinstance(block, Mapping) and block.get("tool_use_id") == call_id:
+            return f"content[{k}].tool_use_id"
+    return "content"
+
+
+def clear(raw: Any, ids: frozenset[str], note: str) -> dict[str, Any]:
+    """A copy of ``raw`` whose tool_result blocks for ``ids`` hold ``note`` (as a string,
+    or as one text block when the result was a list of blocks). Keys keep their order."""
+    content = []
+    for block in raw["content"]:
+        if block.get("type") == "tool_result" and block.get("tool_use_id") in ids:
+            inner = block.get("content")
+            block = {
+                **block,
+                "content": [{"type": "text", "text": note}] if isinstance(inner, list) else note,
+            }
+        content.append(block)
+    return {**raw, "content": content}
+
+
+def strip(raw: Any) -> dict[str, Any]:
+    """A copy of ``raw`` without its tool_result blocks (its other content kept)."""
+    return {**raw, "content": [b for b in raw["content"] if b.get("type") != "tool_result"]}
+
+
 SPEC = FormatSpec(
     name="anthropic",
     from_message=from_message,
     to_message=to_message,
     system_roles=frozenset(),
     roles=frozenset({"user", "assistant"}),
+    scan=scan,
+    result_field=result_field,
+    calls_field="content",
+    clear=clear,
+    strip=strip,
+    opening_roles=frozenset({"user"}),
 )

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .._overheads import BLOCK_OVERHEAD, MESSAGE_OVERHEAD, TOOL_OVERHEAD
 from ..errors import ConversationError
+from ..images import image_tokens
 from ..messages import (
     Block,
     ContentForm,
@@ -25,9 +27,10 @@ from ..messages import (
     ToolCall,
     ToolResult,
 )
-from ._common import FormatSpec, require_mapping, require_str, rest
+from ._common import Counts, FormatSpec, not_a_string, require_mapping, require_str, rest
+from ._facts import Facts, describe, json_text
 
-__all__ = ["SPEC", "from_message", "to_message"]
+__all__ = ["SPEC", "from_message", "scan", "to_message"]
 
 _REASONING_KEY = "reasoning_content"
 
@@ -171,10 +174,189 @@ def to_message(message: Message) -> dict[str, Any]:
     return out
 
 
+# --------------------------------------------------------------------------------------
+# Scanning: checked and sized straight from the JSON (see ``_facts``)
+
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+#: Keys that let an assistant message go without content (Chat Completions reference:
+#: content is "required unless tool_calls or function_call is specified").
+_CONTENT_OPTIONAL = ("tool_calls", "function_call", "audio", "refusal")
+
+
+def scan(raw: Any, index: int, counts: Counts) -> Facts:
+    """Check one Chat Completions message and size it, without building the neutral form.
+
+    Besides each part's own fields, checks what the API rejects with a 400: an unknown
+    role, missing content (except an assistant message with tool calls), tool calls on a
+    message that is not the assistant's, a tool message without ``tool_call_id``.
+    """
+    if type(raw) is not dict and not isinstance(raw, Mapping):
+        raise ConversationError(
+            f"a message must be a JSON object, not {describe(raw)}", index=index
+        )
+    role = raw.get("role")
+    if role not in _ROLES:
+        if role is None or not isinstance(role, str):
+            raise not_a_string(role, index, "role")
+        roles = ", ".join(sorted(_ROLES))
+        raise ConversationError(
+            f"role {role!r} is not an OpenAI chat role ({roles})", index=index, field="role"
+        )
+    content = raw.get("content")
+    estimate = counts.text
+    if role == "tool":
+        call_id = raw.get("tool_call_id")
+        if type(call_id) is not str:
+            raise not_a_string(call_id, index, "tool_call_id")
+        if type(content) is str:
+            n, cleared = TOOL_OVERHEAD + estimate(content), counts.cleared_string_tokens
+        elif content is None:
+            raise ConversationError(
+                "is missing" if "content" not in raw else "must not be null",
+                index=index,
+                field="content",
+            )
+        else:
+            n = TOOL_OVERHEAD + _parts_size(content, index, counts)
+            cleared = counts.cleared_list_tokens
+        return Facts(role, MESSAGE_OVERHEAD + n, (), ((call_id, n, cleared),), True, False, 0)
+    if type(content) is str:
+        tokens = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + estimate(content)
+        has_content = True
+    elif content is None:
+        if role != "assistant" or not any(raw.get(k) is not None for k in _CONTENT_OPTIONAL):
+            raise ConversationError(
+                "is missing" if "content" not in raw else "must not be null",
+                index=index,
+                field="content",
+            )
+        tokens, has_content = MESSAGE_OVERHEAD, False
+    else:
+        tokens = MESSAGE_OVERHEAD + _parts_size(content, index, counts)
+        has_content = bool(content)
+    calls: tuple[str, ...] = ()
+    raw_calls = raw.get("tool_calls")
+    if raw_calls is not None:
+        if role != "assistant":
+            raise ConversationError(
+                f"only assistant messages carry tool calls, not {role} messages",
+                index=index,
+                field="tool_calls",
+            )
+        if type(raw_calls) is not list:
+            raise ConversationError(
+                f"must be a list, not {describe(raw_calls)}", index=index, field="tool_calls"
+            )
+        ids: list[str] = []
+        for k, call in enumerate(raw_calls):
+            call_id, name, arguments = _call_fields(call, index, k)
+            tokens += TOOL_OVERHEAD + estimate(name) + estimate(arguments)
+            ids.append(call_id)
+        calls = tuple(ids)
+    if role == "assistant":
+        reasoning = raw.get(_REASONING_KEY)
+        if type(reasoning) is str:
+            tokens += BLOCK_OVERHEAD + estimate(reasoning)
+    has_input = role == "user" and has_content
+    return Facts(role, tokens, calls, (), False, has_input, tokens)
+
+
+def _call_fields(call: Any, index: int, k: int) -> tuple[str, str, str]:
+    where = f"tool_calls[{k}]"
+    if type(call) is not dict and not isinstance(call, Mapping):
+        raise ConversationError(
+            f"a tool call must be a JSON object, not {describe(call)}", index=index, field=where
+        )
+    call_id = call.get("id")
+    if type(call_id) is not str:
+        raise not_a_string(call_id, index, f"{where}.id")
+    function = call.get("function")
+    if type(function) is not dict and not isinstance(function, Mapping):
+        if function is None:
+            raise ConversationError("is missing", index=index, field=f"{where}.function")
+        raise ConversationError(
+            f"must be a JSON object, not {describe(function)}",
+            index=index,
+            field=f"{where}.function",
+        )
+    name = function.get("name")
+    if type(name) is not str:
+        raise not_a_string(name, index, f"{where}.function.name")
+    arguments = function.get("arguments", "")
+    if type(arguments) is not str:
+        raise ConversationError(
+            f"must be a JSON string, not {describe(arguments)}",
+            index=index,
+            field=f"{where}.function.arguments",
+        )
+    return call_id, name, arguments
+
+
+def _parts_size(content: Any, index: int, counts: Counts) -> int:
+    if type(content) is not list:
+        raise ConversationError(
+            f"must be a string or a list of parts, not {describe(content)}",
+            index=index,
+            field="content",
+        )
+    n = 0
+    for k, part in enumerate(content):
+        where = f"content[{k}]"
+        if type(part) is not dict and not isinstance(part, Mapping):
+            raise ConversationError(
+                f"a content part must be a JSON object, not {describe(part)}",
+                index=index,
+                field=where,
+            )
+        kind = part.get("type")
+        if kind == "text":
+            text = part.get("text")
+            if type(text) is not str:
+                raise not_a_string(text, index, f"{where}.text")
+            n += BLOCK_OVERHEAD + counts.text(text)
+        elif kind == "image_url":
+            source = part.get("image_url")
+            if type(source) is not dict and not isinstance(source, Mapping):
+                raise ConversationError(
+                    f"must be a JSON object, not {describe(source)}",
+                    index=index,
+                    field=f"{where}.image_url",
+                )
+            json_text(source, index, f"{where}.image_url")
+            n += BLOCK_OVERHEAD + image_tokens(source, counts.provider)
+        elif type(kind) is not str:
+            raise not_a_string(kind, index, f"{where}.type")
+        else:
+            n += BLOCK_OVERHEAD + counts.text(json_text(part, index, where))
+    return n
+
+
+def result_field(raw: Any, call_id: str) -> str:
+    return "tool_call_id"
+
+
+def clear(raw: Any, ids: frozenset[str], note: str) -> dict[str, Any]:
+    """A copy of a tool message whose content is ``note`` (one text part if it was a list)."""
+    content = raw.get("content")
+    return {
+        **raw,
+        "content": [{"type": "text", "text": note}] if isinstance(content, list) else note,
+    }
+
+
+def strip(raw: Any) -> dict[str, Any]:
+    raise TypeError("an OpenAI message never carries user input beside tool results")
+
+
 SPEC = FormatSpec(
     name="openai",
     from_message=from_message,
     to_message=to_message,
     system_roles=frozenset({"system", "developer"}),
-    roles=frozenset({"system", "developer", "user", "assistant", "tool", "function"}),
+    roles=_ROLES,
+    scan=scan,
+    result_field=result_field,
+    calls_field="tool_calls",
+    clear=clear,
+    strip=strip,
 )

@@ -203,7 +203,7 @@ class SimulatedProvider:
 
     def sizes(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """Each message's size in real tokens (counted once per message object)."""
-        return [self.sizer.measure(m, _SPEC, i)[1].tokens for i, m in enumerate(messages)]
+        return [self.sizer.tokens(m, _SPEC, i) for i, m in enumerate(messages)]
 
     def count(self, request: ModelRequest) -> int:
         """The request's size in real tokens: system, tools and messages."""

@@ -1,0 +1,381 @@
+"""``Fitter``: fitting with the state it keeps, owned, bounded and safe to share.
+
+Fitting is a pure function of the request (see :mod:`windowfit.fitting`); what a
+:class:`Fitter` keeps only makes the next call cheaper, never changes an answer:
+
+* **folds**: the decision folded over a conversation's request points, so that the next
+  request of a growing conversation only folds its new messages. A fold is built from
+  the messages' facts (sizes, roles, tool ids), never from the message objects, and is
+  reused only when the facts of the messages it covers are those of the request given.
+  So editing a message in place gives the answer for what it now holds, and a freshly
+  parsed copy of the same conversation (a proxy's case) reuses the fold.
+* **message facts**, for an estimator that is costly to run again (a real tokenizer),
+  keyed by content (:func:`windowfit._content.content_key`): numbers, no references.
+
+Nothing a Fitter keeps refers to a message object. What it keeps is bounded by memory
+(``max_bytes``, least recently used first out), not by a count of entries. Calls may
+come from many threads and asyncio tasks at once: each fold is taken out of the cache
+while a call works on it (another call for the same conversation meanwhile builds its
+own), so concurrent calls give the answers the same calls would give one after another.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ._build import build
+from ._content import content_key
+from ._fold import Fold, State
+from .errors import ContextOverflowError, ConversationError, SettingsError
+from .fitting import FitReport, FitResult
+from .formats import FormatSpec, detect_format, get_format
+from .formats._facts import Facts, describe
+from .formats._rules import PairingRule, Problem
+from .instructions import TRIMMED_CONVERSATION_NOTE
+from .settings import FitSettings
+from .sizing import BLOCK_OVERHEAD, MESSAGE_OVERHEAD, Sizer
+from .tokens import Estimator, SeedEstimator
+
+__all__ = ["DEFAULT_MAX_BYTES", "Fitter"]
+
+#: What a Fitter keeps, at most, by default: 32 MiB (folds of about forty 2,000-message
+#: conversations).
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+
+#: Bytes a cached message's facts take, roughly (a tuple, its ids, the key).
+_FACTS_BYTES = 400
+
+_SEED = SeedEstimator()
+
+
+@dataclass
+class _Checked:
+    """A fold with the pairing rule's state at its end, as kept between calls."""
+
+    fold: Fold
+    open_calls: dict[str, int]
+    opened: bool
+
+
+class _ByteBoundedCache:
+    """Least-recently-used entries whose sizes add up to at most ``max_bytes``."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._entries: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+
+    def take(self, key: Any) -> Any:
+        """Remove and return the entry (``None`` when absent)."""
+        hit = self._entries.pop(key, None)
+        if hit is None:
+            return None
+        self.bytes -= hit[1]
+        return hit[0]
+
+    def get(self, key: Any) -> Any:
+        hit = self._entries.get(key)
+        if hit is None:
+            return None
+        self._entries.move_to_end(key)
+        return hit[0]
+
+    def put(self, key: Any, value: Any, size: int) -> None:
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self.bytes -= old[1]
+        if size > self.max_bytes:
+            return
+        self._entries[key] = (value, size)
+        self.bytes += size
+        while self.bytes > self.max_bytes:
+            _, (_, dropped) = self._entries.popitem(last=False)
+            self.bytes -= dropped
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.bytes = 0
+
+
+class Fitter:
+    """Fits requests (see :func:`windowfit.fit`, which uses one shared Fitter) and owns
+    what fitting keeps between calls; safe to share between threads and asyncio tasks.
+
+    ``max_bytes`` bounds what it keeps (default :data:`DEFAULT_MAX_BYTES`); ``0`` keeps
+    nothing, so that every call does all its work afresh.
+    """
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise SettingsError(f"max_bytes must be a whole number >= 0, not {max_bytes!r}")
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._folds = _ByteBoundedCache(max_bytes * 3 // 4)
+        self._facts = _ByteBoundedCache(max_bytes - max_bytes * 3 // 4)
+        self._sizers: dict[tuple[int, str], Sizer] = {}
+
+    # -- what it keeps -----------------------------------------------------------------
+
+    @property
+    def cached_bytes(self) -> int:
+        """About how many bytes the caches hold now (what ``max_bytes`` bounds)."""
+        with self._lock:
+            return self._folds.bytes + self._facts.bytes
+
+    def clear(self) -> None:
+        """Forget everything kept (answers do not change; the next calls are slower)."""
+        with self._lock:
+            self._folds.clear()
+            self._facts.clear()
+            self._sizers.clear()
+
+    def _sizer(self, estimator: Estimator, fmt: str) -> Sizer:
+        key = (id(estimator), fmt)
+        with self._lock:
+            sizer = self._sizers.get(key)
+            if sizer is None or sizer.estimator is not estimator:
+                if len(self._sizers) >= 64:  # many short-lived estimators: start over
+                    self._sizers.clear()
+                sizer = Sizer(estimator, fmt)
+                self._sizers[key] = sizer
+            return sizer
+
+    # -- fitting -------------------------------------------------------------------------
+
+    def fit(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        budget: int,
+        system: str | Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        settings: FitSettings | str | None = None,
+        format: str | None = None,
+        estimator: Estimator | None = None,
+        limit: int | None = None,
+    ) -> FitResult:
+        """Shape ``messages`` to ``budget``; the arguments and answer of :func:`windowfit.fit`."""
+        _check_number("budget", budget)
+        if limit is not None:
+            _check_number("limit", limit)
+        fitting = _settings(settings)
+        estimator = _estimator(estimator)
+        if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+            raise ConversationError(f"messages must be a list, not {describe(messages)}")
+        if format is not None and not isinstance(format, str):
+            raise SettingsError(f"format must be a format name, not {describe(format)}")
+        fmt = format or detect_format(messages)
+        spec = get_format(fmt)
+        sizer = self._sizer(estimator, fmt)
+        fixed = sizer.system(system) + sizer.tools(tools)
+        facts = self._scan(messages, spec, sizer, estimator)
+        key = self._fold_key(messages, facts, spec, estimator, budget, fitting, fixed)
+        checked = self._fold(key, messages, facts, spec, budget, fitting, fixed, sizer)
+        try:
+            result = self._decide(checked, facts, messages, fitting, sizer, fmt, limit)
+        finally:
+            if key is not None:
+                with self._lock:
+                    self._folds.put(key, checked, checked.fold.approximate_bytes())
+        if result is None:  # nothing fits the budget, but the window was given
+            assert limit is not None
+            fallback = self.fit(
+                messages,
+                budget=limit,
+                system=system,
+                tools=tools,
+                settings=fitting,
+                format=fmt,
+                estimator=estimator,
+            )
+            over = replace(fallback.report, budget=budget, over_budget=True)
+            return replace(fallback, report=over)
+        return FitResult(result[0], result[1], system, tools)
+
+    def _scan(
+        self, messages: Sequence[Any], spec: FormatSpec, sizer: Sizer, estimator: Estimator
+    ) -> list[Facts]:
+        """Every message's facts (checked), from the cache for a costly estimator."""
+        scan = spec.scan
+        if getattr(estimator, "cheap", False):
+            return [scan(raw, i, sizer) for i, raw in enumerate(messages)]
+        facts: list[Facts] = []
+        for i, raw in enumerate(messages):
+            key = content_key(raw)
+            cache_key = (id(estimator), spec.name, key)
+            with self._lock:
+                hit = self._facts.get(cache_key) if key is not None else None
+            if hit is not None and hit[0] is estimator:
+                facts.append(hit[1])
+                continue
+            found = scan(raw, i, sizer)
+            if key is not None:
+                with self._lock:
+                    self._facts.put(cache_key, (estimator, found), _FACTS_BYTES)
+            facts.append(found)
+        return facts
+
+    @staticmethod
+    def _fold_key(
+        messages: Sequence[Any],
+        facts: list[Facts],
+        spec: FormatSpec,
+        estimator: Estimator,
+        budget: int,
+        settings: FitSettings,
+        fixed: int,
+    ) -> tuple[Any, ...] | None:
+        """Which conversation this is, for finding its fold: the fitting parameters and
+        the content of its first message (``None``: do not keep a fold)."""
+        if settings.stateless or not messages:
+            return None
+        first = next((i for i, f in enumerate(facts) if f.role not in spec.system_roles), 0)
+        return (spec.name, id(estimator), budget, settings, fixed, content_key(messages[first]))
+
+    def _fold(
+        self,
+        key: tuple[Any, ...] | None,
+        messages: Sequence[Any],
+        facts: list[Facts],
+        spec: FormatSpec,
+        budget: int,
+        settings: FitSettings,
+        fixed: int,
+        sizer: Sizer,
+    ) -> _Checked:
+        """The conversation's fold, extended to every message given, pairing checked."""
+        checked: _Checked | None = None
+        if key is not None:
+            with self._lock:
+                checked = self._folds.take(key)
+        if checked is not None:
+            known = checked.fold.facts
+            if len(known) > len(facts) or known != facts[: len(known)]:
+                checked = None  # another conversation, or this one edited: start afresh
+        if checked is None:
+            note_cost = (
+                MESSAGE_OVERHEAD + BLOCK_OVERHEAD + sizer.text(TRIMMED_CONVERSATION_NOTE) + 2
+            )
+            checked = _Checked(Fold(budget, settings, fixed, note_cost, spec), {}, False)
+        rule = PairingRule(spec.system_roles, spec.opening_roles)
+        rule.open_calls = dict(checked.open_calls)
+        rule.opened = checked.opened
+        fold = checked.fold
+        for i in range(len(fold.facts), len(facts)):
+            problem = rule.add(i, facts[i])
+            if problem is not None:
+                raise _error(problem, spec, messages)
+            fold.add(facts[i])
+        checked.open_calls = dict(rule.open_calls)
+        checked.opened = rule.opened
+        problem = rule.finish()
+        if problem is not None:
+            raise _error(problem, spec, messages)
+        return checked
+
+    @staticmethod
+    def _decide(
+        checked: _Checked,
+        facts: list[Facts],
+        messages: Sequence[Any],
+        settings: FitSettings,
+        sizer: Sizer,
+        fmt: str,
+        limit: int | None,
+    ) -> tuple[list[Any], FitReport] | None:
+        fold = checked.fold
+        budget = fold.budget
+        n = len(facts)
+        tokens_before = fold.fixed + fold.prefix[n]
+        if not settings.stateless:
+            points = fold.assistants[bisect_left(fold.assistants, fold.committed) :]
+            for point in points:
+                decided = fold.step(fold.state, point)
+                if not decided.failed:  # a request that could not be sent decides nothing
+                    fold.state = decided
+            fold.committed = max(fold.committed, points[-1] + 1 if points else 0)
+        # The current request is not committed: a later call may see more messages after
+        # it that make it no request point at all, so the protection state is restored.
+        snap = fold.snapshot()
+        try:
+            state = fold.step(fold.state if not settings.stateless else State(), n)
+            if state.failed or (fold.head_end < 0 and tokens_before > budget):
+                if limit is not None and limit > budget:
+                    return None
+                needed = (
+                    fold.size(state.cleared, state.cut, n) if fold.head_end >= 0 else tokens_before
+                )
+                raise ContextOverflowError(
+                    "the first message, the current turn's opening message and the latest "
+                    "tool round do not fit the budget",
+                    tokens=needed,
+                    limit=budget,
+                )
+            built = build(fold, state, messages, n, sizer)
+        finally:
+            fold.restore(snap)
+        report = FitReport(
+            stage=fold.stage(state),
+            tokens_before=tokens_before,
+            tokens_after=built.total,
+            budget=budget,
+            cleared=built.cleared,
+            dropped=built.dropped,
+            prefix_end=built.prefix_end,
+            format=fmt,
+            settings=settings.name,
+            note_index=built.note_index,
+            messages_before=n,
+            messages_after=len(built.out),
+            clearing_exhausted=state.exhausted,
+        )
+        return built.out, report
+
+
+def _error(problem: Problem, spec: FormatSpec, messages: Sequence[Any]) -> ConversationError:
+    """The ConversationError for a broken pairing rule, naming the field concerned."""
+    if problem.kind == "orphan_result" and problem.call_id is not None:
+        field = spec.result_field(messages[problem.index], problem.call_id)
+    elif problem.kind == "bad_opening":
+        field = "role"
+    else:
+        field = spec.calls_field
+    return ConversationError(problem.text, index=problem.index, field=field)
+
+
+def _check_number(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SettingsError(f"{name} must be a whole number of tokens, not {value!r}")
+    if value <= 0:
+        raise SettingsError(f"{name} must be positive, not {value}")
+
+
+def _settings(settings: Any) -> FitSettings:
+    if settings is None:
+        return FitSettings()
+    if isinstance(settings, str):
+        return FitSettings.preset(settings)
+    if not isinstance(settings, FitSettings):
+        raise SettingsError(
+            f"settings must be a FitSettings or a preset name, not {describe(settings)}"
+        )
+    return settings
+
+
+def _estimator(estimator: Any) -> Estimator:
+    if estimator is None:
+        return _SEED
+    if not callable(getattr(estimator, "estimate", None)):
+        raise SettingsError(
+            "estimator must be a windowfit Estimator (an object with estimate(text) -> int), "
+            f"not {describe(estimator)}"
+        )
+    return estimator  # type: ignore[no-any-return]

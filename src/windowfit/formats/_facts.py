@@ -1,0 +1,78 @@
+"""What fitting needs to know of one provider message, read straight from its JSON.
+
+Converting every message to the neutral model (:mod:`windowfit.messages`) on every
+request costs more than deciding what to send: a proxy sees each request as freshly
+parsed JSON. So each format has a *scanner* that walks the provider dict once, checks it
+strictly (every problem is a :class:`~windowfit.errors.ConversationError` naming the
+message and field) and returns :class:`Facts`: the message's size and the few things
+fitting reasons about. Neutral messages are built only for the messages fitting changes.
+
+A scanner's sizes are exactly those of :class:`windowfit.sizing.Sizer` on the neutral
+form (tested as a property), so both paths agree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from ..errors import ConversationError
+
+__all__ = ["Facts", "describe", "json_text"]
+
+
+class Facts(NamedTuple):
+    """One message as fitting sees it. A tuple, so that comparing two conversations'
+    facts (to reuse what was decided for the first) runs at C speed.
+
+    ``results`` holds ``(call_id, tokens, cleared_tokens)`` per tool result, in order.
+    ``carrier``: the message answers tool calls (an OpenAI ``tool`` message, an Anthropic
+    user message with ``tool_result`` blocks). ``user_input``: it carries user input
+    other than tool results (text typed while tools ran, an image, a loaded skill).
+    ``user_tokens``: its size with the tool results left out, which is what is sent when
+    its results' round is dropped but its user input is kept.
+    """
+
+    role: str
+    tokens: int
+    calls: tuple[str, ...]
+    results: tuple[tuple[str, int, int], ...]
+    carrier: bool
+    user_input: bool
+    user_tokens: int
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def json_text(value: Any, index: int | None, field: str) -> str:
+    """``value`` as the compact JSON text a provider receives (and counts).
+
+    Values that are not JSON (sets, bytes, NaN, circular or absurdly deep structures,
+    integers too long to print) are a :class:`ConversationError` for the field, not the
+    encoder's own exception: the provider could not be sent them either.
+    """
+    try:
+        return _ENCODER.encode(value)
+    except RecursionError:
+        raise ConversationError("is nested too deeply to send", index=index, field=field) from None
+    except (TypeError, ValueError) as exc:
+        raise ConversationError(f"is not JSON: {exc}", index=index, field=field) from None
+
+
+def describe(value: Any) -> str:
+    """A value's JSON type name, for error messages (``a string``, ``an object``...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return f"a Python {type(value).__name__} (not JSON)"

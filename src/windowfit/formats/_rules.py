@@ -1,0 +1,114 @@
+"""The one tool-call pairing and placement rule, written once for every format.
+
+Both providers reject a request (400) whose tool results and calls do not pair up:
+every result must answer a call of the assistant message just before it (only other
+result-carrying messages between), and every call must be answered before the next
+message that is not a result. Anthropic also wants the first message to be the user's.
+What lies inside one message (tool_result blocks first, tool_use only from the assistant)
+is checked by each format's scanner; what lies across messages is checked here, from
+:class:`~windowfit.formats._facts.Facts` alone, so that fitting, replay and the server
+judge a request the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..errors import ConversationError
+from ._facts import Facts
+
+__all__ = ["PairingRule", "Problem", "ProblemKind"]
+
+ProblemKind = Literal["orphan_result", "unanswered_call", "duplicate_call", "bad_opening"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One way a request breaks the rule: ``kind``, the message ``index`` it is found at,
+    the ``call_id`` concerned (``None`` for an opening problem) and a person's ``text``."""
+
+    kind: ProblemKind
+    index: int
+    call_id: str | None
+    text: str
+
+
+class PairingRule:
+    """Checks a request message by message (``add`` each, then ``finish``).
+
+    ``system_roles`` lead a request without taking part in the pairing; ``opening_roles``
+    are the roles the first other message may have (``None``: any role).
+    """
+
+    def __init__(
+        self,
+        system_roles: frozenset[str] = frozenset(),
+        opening_roles: frozenset[str] | None = None,
+    ) -> None:
+        self.system_roles = system_roles
+        self.opening_roles = opening_roles
+        self.open_calls: dict[str, int] = {}  # call id -> index of the assistant message
+        self.opened = False
+
+    def add(self, i: int, facts: Facts) -> Problem | None:
+        """The first problem message ``i`` reveals, or ``None``."""
+        if not self.opened and facts.role not in self.system_roles:
+            self.opened = True
+            if self.opening_roles is not None and facts.role not in self.opening_roles:
+                allowed = " or ".join(sorted(self.opening_roles))
+                return Problem(
+                    "bad_opening",
+                    i,
+                    None,
+                    f"the first message must be a {allowed} message, not {facts.role}",
+                )
+        open_calls = self.open_calls
+        for call_id, _, _ in facts.results:
+            if call_id not in open_calls:
+                return Problem(
+                    "orphan_result",
+                    i,
+                    call_id,
+                    f"tool result for call {call_id!r} has no matching tool call in the "
+                    "assistant message just before it",
+                )
+            del open_calls[call_id]
+        if open_calls and not facts.carrier:
+            call_id, at = next(iter(open_calls.items()))
+            open_calls.clear()
+            return Problem(
+                "unanswered_call",
+                at,
+                call_id,
+                f"tool call {call_id!r} has no tool result before message {i}",
+            )
+        for call_id in facts.calls:
+            # Ids may be reused once answered (real OpenAI runs do), never while open.
+            if call_id in open_calls:
+                return Problem(
+                    "duplicate_call",
+                    i,
+                    call_id,
+                    f"tool call id {call_id!r} is used twice in one round",
+                )
+            open_calls[call_id] = i
+        return None
+
+    def finish(self) -> Problem | None:
+        """A request must answer every call it contains."""
+        if self.open_calls:
+            call_id, at = next(iter(self.open_calls.items()))
+            self.open_calls.clear()
+            return Problem(
+                "unanswered_call",
+                at,
+                call_id,
+                f"tool call {call_id!r} has no tool result (a request must answer every call)",
+            )
+        return None
+
+
+def raise_problem(problem: Problem, field: str | None) -> None:
+    """Raise ``problem`` as the :class:`ConversationError` a caller of ``fit`` sees."""
+    raise ConversationError(problem.text, index=problem.index, field=field)
