@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from windowfit import estimate_tokens, fit
+from windowfit import Fitter, estimate_tokens, fit
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "texts"
 TEXTS = {
@@ -165,7 +165,7 @@ def bench_growth() -> list[dict[str, Any]]:
         total = fit(messages, budget=10**12).report.tokens_before
         copies = [_fresh(messages) for _ in range(3)]
         budget = total // 3
-        cold = min(best(lambda c=c, b=budget: fit(c, budget=b), repeat=1) for c in copies)
+        cold = min(best(lambda c=c, b=budget: Fitter().fit(c, budget=b), repeat=1) for c in copies)
         warm = best(lambda c=copies[0], b=budget: fit(c, budget=b), repeat=10)
         rows.append(
             {
@@ -221,7 +221,7 @@ def bench_langchain(n_messages: int = 2000, tokens: int = 1_000_000) -> dict[str
 
     theirs = best(trim, repeat=3)
     copies = [_fresh(messages) for _ in range(3)]
-    cold = min(best(lambda c=c: fit(c, budget=budget), repeat=1) for c in copies)
+    cold = min(best(lambda c=c: Fitter().fit(c, budget=budget), repeat=1) for c in copies)
     warm = best(lambda: fit(copies[0], budget=budget), repeat=10)
     return {
         "budget": budget,
@@ -232,6 +232,148 @@ def bench_langchain(n_messages: int = 2000, tokens: int = 1_000_000) -> dict[str
         "speedup_warm": theirs / warm,
         "kept_by_langchain": len(trim()),
     }
+
+
+def bench_real(n_messages: int = 2000, repeat: int = 5) -> list[dict[str, Any]]:
+    """fit against ``trim_messages`` on conversations built from the real runs (both
+    formats), repetitions interleaved so that both see the same machine load.
+
+    cold: a new :class:`windowfit.Fitter` and freshly parsed JSON (first sight, a
+    proxy's first request); copy: freshly parsed JSON of a conversation the Fitter has
+    seen (a proxy's next request); warm: the same objects again; next step: one more
+    round (its messages taken from the run, so sizes are real)."""
+    from realconv import real_conversation
+
+    from windowfit import Fitter
+
+    try:
+        from langchain_core.messages import trim_messages
+        from langchain_core.messages.utils import count_tokens_approximately
+
+        from windowfit.logs import Run
+        from windowfit.replay.conversation import Conversation
+        from windowfit.replay.langchain_trim import _convert_run
+        from windowfit.sizing import Sizer
+    except ImportError:
+        trim_messages = None
+    rows = []
+    for fmt in ("anthropic", "openai"):
+        built = real_conversation(fmt, n_messages + 40)
+        if built is None:
+            continue
+        whole, system, tools = built
+        messages = whole[:n_messages]
+        while messages[-1]["role"] == "assistant":
+            messages.pop()
+        total = fit(messages, budget=10**12, system=system, tools=tools, format=fmt)
+        budget = total.report.tokens_before // 5
+        lc: list[Any] = []
+        if trim_messages is not None:
+            run = Run("bench", "bench", "bench", fmt, system, tools, messages, [], None, "agent")  # type: ignore[arg-type]
+            lc = [part[2] for part in _convert_run(Conversation(run, Sizer()))["parts"]]
+
+        def trim() -> Any:
+            return trim_messages(
+                lc,
+                max_tokens=budget,
+                token_counter=count_tokens_approximately,
+                strategy="last",
+                start_on="human",
+                end_on=("human", "tool"),
+                include_system=True,
+                allow_partial=False,
+            )
+
+        times: dict[str, list[float]] = {"trim": [], "cold": [], "copy": [], "warm": [], "step": []}
+        step = whole[len(messages) : len(messages) + 2]
+        for _ in range(repeat):
+            if trim_messages is not None:
+                times["trim"].append(best(trim, repeat=1))
+            fitter = Fitter()
+            fresh, again = _fresh(messages), _fresh(messages)
+            args = {"budget": budget, "system": system, "tools": tools, "format": fmt}
+            times["cold"].append(best(lambda f=fitter, m=fresh: f.fit(m, **args), repeat=1))
+            times["copy"].append(best(lambda f=fitter, m=again: f.fit(m, **args), repeat=1))
+            times["warm"].append(best(lambda f=fitter, m=again: f.fit(m, **args), repeat=1))
+            grown = [*again, *_fresh(step)] if len(step) == 2 else again
+            try:
+                times["step"].append(best(lambda f=fitter, m=grown: f.fit(m, **args), repeat=1))
+            except Exception:  # the next round may not pair up with the cut: skip it
+                pass
+        row: dict[str, Any] = {
+            "format": fmt,
+            "source": "real runs",
+            "messages": len(messages),
+            "tokens": total.report.tokens_before,
+            "budget": budget,
+        }
+        for name, values in times.items():
+            if values:
+                row[f"{name}_ms"] = min(values) * 1e3
+        rows.append(row)
+    return rows
+
+
+def bench_memory(conversations: int = 100, tokens: int = 1_000_000) -> dict[str, Any]:
+    """What stays allocated after fitting ``conversations`` distinct ~1M-token
+    conversations with the default Fitter (``windowfit.fit``) and dropping them."""
+    import gc
+    import tracemalloc
+
+    import windowfit.fitting as fitting_module
+
+    fitting_module._DEFAULT_FITTER = None  # a fresh process's default Fitter
+    gc.collect()
+    tracemalloc.start()
+    start = tracemalloc.get_traced_memory()[0]
+    peak_kept = 0
+    for k in range(conversations):
+        messages = conversation(2000, tokens)
+        messages[0] = {"role": "user", "content": f"Task {k}: fix the failing test."}
+        fit(messages, budget=tokens // 3)
+        del messages
+        if k % 10 == 9:
+            gc.collect()
+            peak_kept = max(peak_kept, tracemalloc.get_traced_memory()[0] - start)
+    gc.collect()
+    kept = tracemalloc.get_traced_memory()[0] - start
+    tracemalloc.stop()
+    from windowfit import DEFAULT_MAX_BYTES
+
+    return {
+        "conversations": conversations,
+        "kept_mb": kept / 2**20,
+        "peak_kept_mb": peak_kept / 2**20,
+        "bound_mb": DEFAULT_MAX_BYTES / 2**20,
+    }
+
+
+def bench_import(repeat: int = 5) -> dict[str, float]:
+    """``import windowfit`` in a new process (best of ``repeat``), against bare Python."""
+    import subprocess
+
+    def run(code: str) -> float:
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True)
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    bare = run("pass")
+    with_windowfit = run("import windowfit")
+    return {
+        "python_ms": bare * 1e3,
+        "windowfit_ms": with_windowfit * 1e3,
+        "import_ms": (with_windowfit - bare) * 1e3,
+    }
+
+
+def ratio(theirs: float, ours: float) -> str:
+    """``theirs / ours`` said the right way round: "3.1x faster" or "2.0x slower"."""
+    if ours <= 0 or theirs <= 0:
+        return "n/a"
+    return f"{theirs / ours:.1f}x faster" if theirs >= ours else f"{ours / theirs:.1f}x slower"
 
 
 def main() -> int:
@@ -247,10 +389,24 @@ def main() -> int:
     growth = bench_growth()
     print("timing langchain trim_messages ...", file=sys.stderr, flush=True)
     peer = bench_langchain()
+    print("timing fit on real runs against trim_messages ...", file=sys.stderr, flush=True)
+    real = bench_real()
+    print("measuring retained memory (100 conversations) ...", file=sys.stderr, flush=True)
+    memory = bench_memory()
+    print("timing import ...", file=sys.stderr, flush=True)
+    imports = bench_import()
     if args.json:
         print(
             json.dumps(
-                {"estimates": estimates, "fit": latency, "growth": growth, "langchain": peer},
+                {
+                    "estimates": estimates,
+                    "fit": latency,
+                    "growth": growth,
+                    "langchain": peer,
+                    "real": real,
+                    "memory": memory,
+                    "import": imports,
+                },
                 indent=2,
             )
         )
@@ -298,9 +454,38 @@ def main() -> int:
         )
         print(
             f"budget {peer['budget']:,}: trim_messages {peer['langchain_ms']:.1f} ms; windowfit "
-            f"cold {peer['windowfit_cold_ms']:.1f} ms ({peer['speedup_cold']:.1f}x faster), "
-            f"warm {peer['windowfit_warm_ms']:.2f} ms ({peer['speedup_warm']:.0f}x faster)"
+            f"cold {peer['windowfit_cold_ms']:.1f} ms "
+            f"({ratio(peer['langchain_ms'], peer['windowfit_cold_ms'])}), "
+            f"warm {peer['windowfit_warm_ms']:.2f} ms "
+            f"({ratio(peer['langchain_ms'], peer['windowfit_warm_ms'])})"
         )
+    print("\n## fit against trim_messages on conversations built from the real runs\n")
+    if not real:
+        print("../shared/data is not here: skipped (it needs the real runs)")
+    else:
+        print("cold: new Fitter, freshly parsed JSON; copy: freshly parsed JSON the Fitter has")
+        print("seen; warm: the same objects; next step: one more round. Best of 5, interleaved.\n")
+        print(
+            "| format | messages | tokens | trim_messages ms | cold ms | copy ms | warm ms | "
+            "next step ms | cold vs trim |\n|---|---:|---:|---:|---:|---:|---:|---:|---|"
+        )
+        for r in real:
+            trim_ms = r.get("trim_ms", 0.0)
+            print(
+                f"| {r['format']} | {r['messages']:,} | {r['tokens']:,} | {trim_ms:.1f} | "
+                f"{r['cold_ms']:.1f} | {r['copy_ms']:.1f} | {r['warm_ms']:.1f} | "
+                f"{r.get('step_ms', float('nan')):.1f} | {ratio(trim_ms, r['cold_ms'])} |"
+            )
+    print(
+        f"\n## Memory\n\nafter fitting {memory['conversations']} distinct ~1M-token "
+        f"conversations with windowfit.fit and dropping them: {memory['kept_mb']:.1f} MB "
+        f"still allocated (at most {memory['peak_kept_mb']:.1f} MB along the way; the "
+        f"default Fitter's bound is {memory['bound_mb']:.0f} MB)"
+    )
+    print(
+        f"\n## Import\n\n`import windowfit` in a new process: {imports['import_ms']:.0f} ms "
+        f"beyond bare Python ({imports['python_ms']:.0f} ms)"
+    )
     return 0
 
 

@@ -46,6 +46,30 @@ class Facts(NamedTuple):
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+def _c_encoder() -> Any:
+    """The C encoder behind ``_ENCODER``, made once: ``JSONEncoder.encode`` builds a new
+    one at every call, which costs more than encoding a small tool input. Without
+    circular-reference markers (so it keeps no state between calls); a cycle then ends in
+    the RecursionError that :func:`json_text` reports."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has the C encoder
+        return None
+    return make(
+        None,
+        _ENCODER.default,
+        json.encoder.encode_basestring,
+        None,
+        ":",
+        ",",
+        False,
+        False,
+        False,
+    )
+
+
+_C_ENCODER = _c_encoder()
+
+
 def json_text(value: Any, index: int | None, field: str) -> str:
     """``value`` as the compact JSON text a provider receives (and counts).
 
@@ -54,6 +78,10 @@ def json_text(value: Any, index: int | None, field: str) -> str:
     encoder's own exception: the provider could not be sent them either.
     """
     try:
+        if type(value) is str:
+            return _ENCODER.encode(value)
+        if _C_ENCODER is not None:
+            return "".join(_C_ENCODER(value, 0))
         return _ENCODER.encode(value)
     except RecursionError:
         raise ConversationError("is nested too deeply to send", index=index, field=field) from None
