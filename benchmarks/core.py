@@ -11,6 +11,7 @@ from generated text.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import statistics
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from windowfit import Fitter, estimate_tokens, fit
+from windowfit import Fitter, WindowfitError, estimate_tokens, fit
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "texts"
 TEXTS = {
@@ -243,7 +244,6 @@ def bench_real(n_messages: int = 2000, repeat: int = 5) -> list[dict[str, Any]]:
     seen (a proxy's next request); warm: the same objects again; next step: one more
     round (its messages taken from the run, so sizes are real)."""
     from realconv import real_conversation
-
     from windowfit import Fitter
 
     try:
@@ -272,7 +272,7 @@ def bench_real(n_messages: int = 2000, repeat: int = 5) -> list[dict[str, Any]]:
             run = Run("bench", "bench", "bench", fmt, system, tools, messages, [], None, "agent")  # type: ignore[arg-type]
             lc = [part[2] for part in _convert_run(Conversation(run, Sizer()))["parts"]]
 
-        def trim() -> Any:
+        def trim(lc: list[Any] = lc, budget: int = budget) -> Any:
             return trim_messages(
                 lc,
                 max_tokens=budget,
@@ -292,14 +292,13 @@ def bench_real(n_messages: int = 2000, repeat: int = 5) -> list[dict[str, Any]]:
             fitter = Fitter()
             fresh, again = _fresh(messages), _fresh(messages)
             args = {"budget": budget, "system": system, "tools": tools, "format": fmt}
-            times["cold"].append(best(lambda f=fitter, m=fresh: f.fit(m, **args), repeat=1))
-            times["copy"].append(best(lambda f=fitter, m=again: f.fit(m, **args), repeat=1))
-            times["warm"].append(best(lambda f=fitter, m=again: f.fit(m, **args), repeat=1))
             grown = [*again, *_fresh(step)] if len(step) == 2 else again
-            try:
-                times["step"].append(best(lambda f=fitter, m=grown: f.fit(m, **args), repeat=1))
-            except Exception:  # the next round may not pair up with the cut: skip it
-                pass
+            for name, batch in (("cold", fresh), ("copy", again), ("warm", again), ("step", grown)):
+                # (the next round may not pair up with a cut: then there is no figure for it)
+                with contextlib.suppress(WindowfitError):
+                    times[name].append(
+                        best(lambda f=fitter, m=batch, a=args: f.fit(m, **a), repeat=1)
+                    )
         row: dict[str, Any] = {
             "format": fmt,
             "source": "real runs",

@@ -149,3 +149,87 @@ def raw_size(messages: Sequence[dict[str, Any]]) -> int:
     from windowfit import fit
 
     return fit(messages, budget=10**12).report.tokens_before
+
+
+_RESULT_PARTS = {"text", "image", "document", "search_result"}
+
+
+def provider_rejection(fmt: str, messages: Sequence[Any]) -> str | None:
+    """Why the provider would answer 400 to these messages (``None`` if it would accept
+    them), from its documented rules and written apart from windowfit: Anthropic merges
+    consecutive same-role messages, then wants user first, tool_use only from the
+    assistant, tool_result only from the user and before other content, and every
+    tool_use answered in the next message; OpenAI wants tool messages right after the
+    assistant message whose tool_calls they answer, every call answered."""
+    try:
+        json.dumps(list(messages), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"not JSON: {exc}"
+    if not messages:
+        return "no messages"
+    if fmt == "anthropic":
+        merged: list[tuple[str, list[Any]]] = []
+        for m in messages:
+            if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
+                return f"bad message {m!r:.80}"
+            content = m.get("content")
+            if isinstance(content, str):
+                blocks: list[Any] = [{"type": "text", "text": content}]
+            elif isinstance(content, list):
+                blocks = content
+            else:
+                return "content is neither a string nor a list"
+            if merged and merged[-1][0] == m["role"]:
+                merged[-1][1].extend(blocks)
+            else:
+                merged.append((m["role"], list(blocks)))
+        if merged[0][0] != "user":
+            return "first message is not the user's"
+        for k, (role, blocks) in enumerate(merged):
+            if any(not isinstance(b, dict) or not isinstance(b.get("type"), str) for b in blocks):
+                return "a block is not an object with a type"
+            kinds = [b["type"] for b in blocks]
+            if role == "user" and "tool_use" in kinds:
+                return "tool_use in a user turn"
+            if role == "assistant" and "tool_result" in kinds:
+                return "tool_result in an assistant turn"
+            results = [b for b in blocks if b["type"] == "tool_result"]
+            if kinds[: len(results)] != ["tool_result"] * len(results):
+                return "tool_result after other content"
+            for r in results:
+                inner = r.get("content")
+                if isinstance(inner, list) and any(
+                    not isinstance(p, dict) or p.get("type") not in _RESULT_PARTS for p in inner
+                ):
+                    return "a block that may not be inside a tool_result"
+            calls = [b.get("id") for b in blocks if b["type"] == "tool_use"]
+            previous = merged[k - 1][1] if k else []
+            asked = {b.get("id") for b in previous if b.get("type") == "tool_use"}
+            if any(r.get("tool_use_id") not in asked for r in results):
+                return "a tool_result without its tool_use just before"
+            if calls:
+                following = merged[k + 1][1] if k + 1 < len(merged) else []
+                answered = {
+                    b.get("tool_use_id") for b in following if b.get("type") == "tool_result"
+                }
+                if not set(calls) <= answered:
+                    return "a tool_use without its tool_result in the next message"
+        return None
+    open_calls: set[Any] = set()
+    for m in messages:
+        if not isinstance(m, dict):
+            return "a message is not an object"
+        role = m.get("role")
+        if role == "tool":
+            if m.get("tool_call_id") not in open_calls:
+                return "a tool message that answers no open call"
+            open_calls.discard(m.get("tool_call_id"))
+            continue
+        if open_calls:
+            return "a tool call without its tool message"
+        if role not in ("system", "developer", "user", "assistant", "function"):
+            return f"role {role!r}"
+        if m.get("tool_calls") and role != "assistant":
+            return "tool_calls on a message that is not the assistant's"
+        open_calls = {c.get("id") for c in m.get("tool_calls") or [] if isinstance(c, dict)}
+    return "a tool call without its tool message" if open_calls else None

@@ -37,6 +37,26 @@ def _first(messages: list[dict[str, Any]]) -> int:
     return next(i for i, m in enumerate(messages) if m["role"] not in ("system", "developer"))
 
 
+def _latest_user_text(messages: list[dict[str, Any]]) -> str | None:
+    """The text of the person's latest input (a user message's text, including text typed
+    beside tool results), as it appears in the request's JSON; None if there is none."""
+    for m in reversed(messages):
+        if m.get("role") != "user":
+            continue
+        content = m.get("content")
+        if isinstance(content, str):
+            text = content
+        else:
+            texts = [
+                b["text"] for b in content or [] if isinstance(b, dict) and b.get("type") == "text"
+            ]
+            if not texts:
+                continue
+            text = texts[-1]
+        return json.dumps(text, ensure_ascii=False)[1:-1][:200] or None
+    return None
+
+
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("fraction", FRACTIONS)
 def test_invariants_and_cache_breaks_on_real_runs(
@@ -71,6 +91,9 @@ def test_invariants_and_cache_breaks_on_real_runs(
                 cut = max(report.dropped)
                 assert cut >= last_cut, f"cut moved backward: {where}"
                 last_cut = cut
+            latest = _latest_user_text(prefix)
+            if latest:
+                assert latest in json.dumps(out, ensure_ascii=False), f"user text lost: {where}"
             keys = [message_key(m) for m in out]
             if report.stage:
                 shaped += 1

@@ -5,8 +5,6 @@ The core imports the standard library only. Optional extras add real tokenizers
 provider-compatible server (``windowfit[server]``) and plots (``windowfit[plot]``).
 """
 
-TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
-
 from .errors import (
     CONTEXT_OVERFLOW_MESSAGE,
     ContextOverflowError,
@@ -18,6 +16,7 @@ from .errors import (
     WindowfitError,
 )
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 if TYPE_CHECKING:
     from .calibration import Correction, UsageCalibrator, provider_input_tokens
     from .classify import ErrorInfo, ErrorKind, classify_error, is_context_overflow

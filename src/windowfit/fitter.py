@@ -121,6 +121,8 @@ class Fitter:
         self._folds = _ByteBoundedCache(max_bytes * 3 // 4)
         self._facts = _ByteBoundedCache(max_bytes - max_bytes * 3 // 4)
         self._sizers: dict[tuple[int, str], Sizer] = {}
+        self.folds_reused = 0  # calls that continued a kept fold
+        self.folds_built = 0  # calls that folded the conversation from its start
 
     # -- what it keeps -----------------------------------------------------------------
 
@@ -170,6 +172,8 @@ class Fitter:
         estimator = _estimator(estimator)
         if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
             raise ConversationError(f"messages must be a list, not {describe(messages)}")
+        if not messages:
+            raise ConversationError("a request needs at least one message")
         if format is not None and not isinstance(format, str):
             raise SettingsError(f"format must be a format name, not {describe(format)}")
         fmt = format or detect_format(messages)
@@ -260,6 +264,11 @@ class Fitter:
             known = checked.fold.facts
             if len(known) > len(facts) or known != facts[: len(known)]:
                 checked = None  # another conversation, or this one edited: start afresh
+        with self._lock:
+            if checked is None:
+                self.folds_built += 1
+            else:
+                self.folds_reused += 1
         if checked is None:
             note_cost = (
                 MESSAGE_OVERHEAD + BLOCK_OVERHEAD + sizer.text(TRIMMED_CONVERSATION_NOTE) + 2

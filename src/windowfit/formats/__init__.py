@@ -54,7 +54,9 @@ def detect_format(messages: Sequence[Any], default: FormatName = "anthropic") ->
         if not isinstance(msg, Mapping):
             continue
         role = msg.get("role")
-        if role in _OPENAI_ONLY_ROLES or "tool_calls" in msg or "tool_call_id" in msg:
+        if isinstance(role, str) and role in _OPENAI_ONLY_ROLES:
+            return "openai"
+        if "tool_calls" in msg or "tool_call_id" in msg:
             return "openai"
         content = msg.get("content")
         if isinstance(content, list):
@@ -62,6 +64,8 @@ def detect_format(messages: Sequence[Any], default: FormatName = "anthropic") ->
                 if not isinstance(part, Mapping):
                     continue
                 kind = part.get("type")
+                if not isinstance(kind, str):
+                    continue
                 if kind in _ANTHROPIC_BLOCK_TYPES or (kind == "image" and "source" in part):
                     return "anthropic"
                 if kind in _OPENAI_PART_TYPES:

@@ -368,9 +368,9 @@ def _result_size(block: Mapping[str, Any], index: int, k: int, counts: Counts) -
                 f"a block must be a JSON object, not {describe(part)}", index=index, field=here
             )
         kind = part.get("type")
+        if type(kind) is not str:
+            raise not_a_string(kind, index, f"{here}.type")
         if kind not in _RESULT_CONTENT_TYPES:
-            if type(kind) is not str:
-                raise not_a_string(kind, index, f"{here}.type")
             allowed = ", ".join(sorted(_RESULT_CONTENT_TYPES))
             raise ConversationError(
                 f"a {kind} block cannot be inside a tool_result (allowed: {allowed})",

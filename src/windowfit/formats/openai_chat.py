@@ -195,8 +195,8 @@ def scan(raw: Any, index: int, counts: Counts) -> Facts:
             f"a message must be a JSON object, not {describe(raw)}", index=index
         )
     role = raw.get("role")
-    if role not in _ROLES:
-        if role is None or not isinstance(role, str):
+    if type(role) is not str or role not in _ROLES:
+        if not isinstance(role, str):
             raise not_a_string(role, index, "role")
         roles = ", ".join(sorted(_ROLES))
         raise ConversationError(
