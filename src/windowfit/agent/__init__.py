@@ -25,7 +25,14 @@ from ._loop import (
     Shaper,
 )
 from ._model import AgentInfo, Model, ModelRequest, ModelResponse, ToolCall, Usage
-from ._store import DEFAULT_FILENAME, AgentRecord, HistoryStore, SessionRecord
+from ._store import (
+    APPLICATION_ID,
+    DEFAULT_FILENAME,
+    AgentRecord,
+    HistoryStore,
+    SessionRecord,
+    default_store_path,
+)
 from ._tools import (
     DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_MAX_OUTPUT,
@@ -41,6 +48,7 @@ from ._tools import (
 )
 
 __all__ = [
+    "APPLICATION_ID",
     "DEFAULT_BUDGET",
     "DEFAULT_COMMAND_TIMEOUT",
     "DEFAULT_FILENAME",
@@ -71,6 +79,7 @@ __all__ = [
     "ToolContext",
     "ToolOutput",
     "Usage",
+    "default_store_path",
     "run_tool",
     "tool_definition",
 ]

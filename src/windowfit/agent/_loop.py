@@ -37,7 +37,7 @@ from ..retry import RetryPolicy
 from ..settings import FitSettings
 from ..tokens import Estimator
 from ._model import AgentInfo, Model, ModelRequest, ModelResponse, ToolCall, Usage
-from ._store import HistoryStore
+from ._store import HistoryStore, default_store_path
 from ._tools import (
     ReadFile,
     RunCommand,
@@ -265,8 +265,16 @@ class Runtime:
     """Runs agents and their sub-agents against a :class:`~windowfit.agent.Model`.
 
     ``workspace``: the directory ``read_file`` and ``run_command`` work in (the default
-    tools, when ``tools`` is not given). ``store``: where histories are saved (default: in
-    memory). ``budget``, ``settings``, ``estimator``: how requests are fitted (or pass a
+    tools, when ``tools`` is not given).
+
+    ``store``: where histories are saved: a :class:`~windowfit.agent.HistoryStore`, a file
+    path, or ``":memory:"`` (nothing survives the process). By default it is the file
+    :func:`~windowfit.agent.default_store_path` names (``$WINDOWFIT_HOME/history.sqlite3``,
+    else ``$XDG_STATE_HOME/windowfit/history.sqlite3``, else
+    ``~/.local/state/windowfit/history.sqlite3``), so that a crash loses nothing. A store
+    the runtime opened itself is closed by :meth:`close`.
+
+    ``budget``, ``settings``, ``estimator``: how requests are fitted (or pass a
     ``shaper``). ``max_depth``: how deep sub-agents may nest (1: the main agent may start
     sub-agents, they may not). ``max_parallel``: sub-agents running at once per level.
     ``retry``: attempts and backoff for retryable errors; ``should_retry`` decides which
@@ -283,7 +291,7 @@ class Runtime:
         model: Model,
         *,
         workspace: str | Path | None = None,
-        store: HistoryStore | None = None,
+        store: HistoryStore | str | Path | None = None,
         tools: Sequence[Tool] | None = None,
         budget: int = DEFAULT_BUDGET,
         settings: FitSettings | str | None = None,
@@ -314,7 +322,11 @@ class Runtime:
         if max_depth < 0:
             raise SettingsError(f"max_depth must be 0 or more, not {max_depth}")
         self.model = model
-        self.store = store if store is not None else HistoryStore()
+        if isinstance(store, HistoryStore):
+            self.store, self._owns_store = store, False
+        else:
+            path = default_store_path() if store is None else store
+            self.store, self._owns_store = HistoryStore(path), True
         if tools is None:
             tools = [ReadFile(workspace), RunCommand(workspace)] if workspace is not None else []
         self.tools: list[Tool] = list(tools)
@@ -339,6 +351,12 @@ class Runtime:
         self._shaping: dict[tuple[str, str], tuple[frozenset[str], int]] = {}
 
     # -- public -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the history store if this runtime opened it (a store passed in is the
+        caller's to close)."""
+        if self._owns_store:
+            self.store.close()
 
     async def run(self, instruction: str, *, title: str = "", name: str = "main") -> AgentResult:
         """Start a new session whose main agent works on ``instruction``."""
