@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -143,3 +145,144 @@ def test_run_command_output_is_capped(root: Path, size: int, cap: int) -> None:
 def test_run_command_settings(root: Path, options: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         RunCommand(root, **options)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------
+# read_file: links swapped under it, loops, files that are not files
+
+
+SWAPPER = """
+import os, sys
+what, root, inside, outside = sys.argv[1:]
+os.chdir(root)
+while True:
+    if what == "link":  # one link, pointed inside and outside in turn
+        for target in (inside, outside):
+            os.symlink(target, "next")
+            os.replace("next", "f.txt")
+    elif what == "file":  # a plain file, and a link to the outside file, in turn
+        os.link(inside, "next")
+        os.replace("next", "f.txt")
+        os.symlink(outside, "next")
+        os.replace("next", "f.txt")
+    else:  # a directory, and a link to the outside directory, in turn
+        os.rename("d", "d.kept")
+        os.symlink(outside, "d")
+        os.rename("d", "d.link")
+        os.rename("d.kept", "d")
+        os.unlink("d.link")
+"""
+
+
+@pytest.mark.parametrize("what", ["link", "file", "directory"])
+def test_a_link_swapped_during_reads_never_leads_outside(tmp_path: Path, what: str) -> None:
+    """Another process swaps, as fast as it can, what a path names between something inside
+    the workspace and a link to the outside; thousands of reads never see the outside.
+
+    ``link``: a link retargeted; ``file``: a plain file replaced by a link (the case that
+    let a check-then-open read escape); ``directory``: the same for a directory on the way.
+    The swapper is a process, not a thread, so that it swaps while reads run (a thread
+    mostly waits for the interpreter lock, and swaps between reads, not during them).
+    """
+    root = tmp_path / "work"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "f.txt").write_text("inside", encoding="utf-8")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "f.txt").write_text("SECRET", encoding="utf-8")
+    inside, outside = root / "d" / "f.txt", tmp_path / "out" / "f.txt"
+    if what == "directory":
+        inside, outside, path = root / "d", tmp_path / "out", "d/f.txt"
+    else:
+        os.symlink(inside, root / "f.txt")
+        path = "f.txt"
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", SWAPPER, what, str(root), str(inside), str(outside)]
+    )
+    reads = 3_000
+    tool = ReadFile(root)
+
+    async def read_many() -> list[ToolOutput]:
+        return [await run_tool(tool, tool.name, {"path": path}, CONTEXT) for _ in range(reads)]
+
+    try:
+        time.sleep(0.2)  # it has started
+        outputs = asyncio.run(read_many())
+        assert swapper.poll() is None, "the swapper stopped: the reads did not race it"
+    finally:
+        swapper.kill()
+        swapper.wait()
+    leaked = sum("SECRET" in o.content for o in outputs)
+    inside = sum(o.content == "inside" for o in outputs)
+    refused = sum(o.is_error for o in outputs)
+    print(f"{what}: {reads:,} reads: {inside} inside, {refused} refused, {leaked} outside")
+    assert leaked == 0
+    assert inside + refused == reads
+    assert inside > 0
+
+
+def test_a_fifo_is_refused_at_once(root: Path) -> None:
+    os.mkfifo(root / "pipe")
+    started = time.monotonic()
+    output = use(ReadFile(root), path="pipe")
+    assert time.monotonic() - started < 2
+    assert output.is_error and "not a regular file (a FIFO)" in output.content
+
+
+def test_a_socket_is_refused(root: Path) -> None:
+    import socket
+
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(root / "sock"))
+        output = use(ReadFile(root), path="sock")
+    finally:
+        server.close()
+    assert output.is_error and "not a regular file" in output.content
+
+
+@pytest.mark.parametrize(
+    ("links", "path"),
+    [
+        ({"a": "b", "b": "a"}, "a"),
+        ({"self": "self"}, "self"),
+        ({"d": "d/x"}, "d/x"),
+        ({"up": "sub/../up"}, "up"),
+    ],
+)
+def test_a_link_loop_is_a_tool_error(
+    root: Path, links: dict[str, str], path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name, target in links.items():
+        os.symlink(target, root / name)
+    output = use(ReadFile(root), path=path)
+    assert output.is_error and "too many levels of symbolic links" in output.content
+    assert not caplog.records  # an expected refusal, not a logged failure
+
+
+@pytest.mark.parametrize(
+    ("link", "path", "expected"),
+    [
+        ("sub", "dir-link/a.txt", "inside"),  # relative, inside
+        ("./sub/../sub/a.txt", "rel-link", "inside"),
+        ("../outside.txt", "rel-out", "outside the workspace"),
+        ("sub/../../outside.txt", "rel-out2", "outside the workspace"),
+        ("/etc", "abs-out/passwd", "outside the workspace"),
+        ("missing.txt", "dangling", "no such file"),
+        ("sub/a.txt/x", "through-a-file", "not a directory"),
+    ],
+)
+def test_links_are_followed_only_inside(root: Path, link: str, path: str, expected: str) -> None:
+    os.symlink(link, root / path.split("/")[0])
+    output = use(ReadFile(root), path=path)
+    if expected == "inside":
+        assert output == ToolOutput("inside")
+    else:
+        assert output.is_error and expected in output.content
+        assert "SECRET" not in output.content
+
+
+@pytest.mark.parametrize("path", [".", "sub", "sub/", ""])
+def test_a_directory_is_not_a_file(root: Path, path: str) -> None:
+    output = use(ReadFile(root), path=path)
+    assert output.is_error
+    assert "is a directory" in output.content or "non-empty string" in output.content
