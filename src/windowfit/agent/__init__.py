@@ -36,6 +36,7 @@ from ._store import (
 )
 from ._tools import (
     DEFAULT_COMMAND_TIMEOUT,
+    DEFAULT_ENV_ALLOWLIST,
     DEFAULT_MAX_OUTPUT,
     DEFAULT_MAX_READ,
     ReadFile,
@@ -52,6 +53,7 @@ __all__ = [
     "APPLICATION_ID",
     "DEFAULT_BUDGET",
     "DEFAULT_COMMAND_TIMEOUT",
+    "DEFAULT_ENV_ALLOWLIST",
     "DEFAULT_FILENAME",
     "DEFAULT_MAX_OUTPUT",
     "DEFAULT_MAX_READ",

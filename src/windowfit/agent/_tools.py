@@ -18,8 +18,9 @@ import logging
 import os
 import signal
 import stat
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,6 +29,7 @@ from ._model import AgentInfo
 
 __all__ = [
     "DEFAULT_COMMAND_TIMEOUT",
+    "DEFAULT_ENV_ALLOWLIST",
     "DEFAULT_MAX_OUTPUT",
     "DEFAULT_MAX_READ",
     "ReadFile",
@@ -48,6 +50,22 @@ DEFAULT_MAX_READ = 500_000
 DEFAULT_COMMAND_TIMEOUT = 30.0
 #: run_command keeps at most this many bytes of output (head and tail, with a note).
 DEFAULT_MAX_OUTPUT = 32_000
+#: The variables of the agent's environment that run_command passes on to a command
+#: (``LC_*``: every name that starts with ``LC_``). Everything else, the host's API keys
+#: and tokens included, is left out unless named in ``pass_env`` or set in ``env``.
+DEFAULT_ENV_ALLOWLIST: tuple[str, ...] = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TERM",
+    "TMPDIR",
+    "TZ",
+)
 
 
 @dataclass(frozen=True)
@@ -376,15 +394,45 @@ class _Capture:
 class RunCommand:
     """Run a shell command in the workspace, with a time limit and an output cap.
 
+    **This is not a sandbox.** The command runs as the agent's own user, with that user's
+    rights on files and on the network; the workspace is only its working directory.
+    Run the agent in a container or a virtual machine when the commands it may run are
+    not trusted. What this tool does do:
+
+    * *An environment allowlist.* The command sees only the variables named in
+      :data:`DEFAULT_ENV_ALLOWLIST` (``PATH``, ``HOME``, ``USER``, ``LOGNAME``, ``SHELL``,
+      ``LANG``, ``LANGUAGE``, ``LC_*``, ``TERM``, ``TMPDIR``, ``TZ``), plus those named in
+      ``pass_env`` (names, or prefixes ending in ``*``), plus ``env`` (values set for the
+      command), so that the host's API keys and tokens are not handed to whatever the
+      model writes. ``PATH`` is the standard one when the host has none.
+    * *Nothing left running.* A small supervisor process (this Python, ``-I -S``) starts
+      the shell in a new session and, on Linux, makes itself a *child subreaper*
+      (``prctl(PR_SET_CHILD_SUBREAPER)``): every process the command starts stays its
+      descendant, even one that double-forks, calls ``setsid`` or is put in the
+      background (orphans are reparented to the subreaper instead of init). When the
+      shell exits, or the time limit passes, the supervisor kills, by scanning ``/proc``,
+      every descendant and every process of the session that is still alive, and reaps
+      them; the result says what was stopped ("stopped 2 background processes left
+      running: 2 x sleep"). The supervisor also gets ``SIGTERM`` if the agent's process
+      dies (``PR_SET_PDEATHSIG``), and cleans up the same way.
+
+      What still escapes: processes started on the command's behalf by another service
+      (``systemd-run``, ``at``, a container runtime, ``ssh`` to another host), and those
+      the agent's user may not signal (a setuid program: the result says it could not
+      stop them). If the supervisor itself is killed with ``SIGKILL``, its descendants
+      are left behind. Without ``/proc`` and ``prctl`` (not Linux), only the command's
+      process group is killed.
+
     Standard output and standard error are merged. A command still running after
-    ``timeout`` seconds is stopped (its whole process group) and reported as an error
-    with the output it had written. A non-zero exit code is an error result.
+    ``timeout`` seconds is stopped and reported as an error with the output it had
+    written. A non-zero exit code is an error result.
     """
 
     name = "run_command"
     description = (
         "Run a shell command in the workspace and return its exit code and output "
-        "(standard output and standard error together; long output is cut in the middle)."
+        "(standard output and standard error together; long output is cut in the middle). "
+        "Background processes are stopped when the command ends."
     )
     input_schema: Mapping[str, Any] = {
         "type": "object",
@@ -398,6 +446,8 @@ class RunCommand:
         *,
         timeout: float = DEFAULT_COMMAND_TIMEOUT,
         max_output: int = DEFAULT_MAX_OUTPUT,
+        env: Mapping[str, str] | None = None,
+        pass_env: Iterable[str] = (),
     ) -> None:
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, not {timeout}")
@@ -406,52 +456,295 @@ class RunCommand:
         self.cwd = Path(cwd)
         self.timeout = timeout
         self.max_output = max_output
+        self.env = dict(env or {})
+        self.pass_env = (*DEFAULT_ENV_ALLOWLIST, *pass_env)
+
+    def environment(self) -> dict[str, str]:
+        """The environment the command gets (see the class docstring), as of now."""
+        chosen = {
+            name: value
+            for name, value in os.environ.items()
+            if any(
+                name.startswith(rule[:-1]) if rule.endswith("*") else name == rule
+                for rule in self.pass_env
+            )
+        }
+        chosen.setdefault("PATH", os.defpath)
+        chosen.update(self.env)
+        return chosen
 
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolOutput:
         command = _string_argument(arguments, "command", self.name)
+        if not sys.executable:
+            raise ToolError("run_command cannot start its supervisor (no Python interpreter).")
         try:
-            process = await asyncio.create_subprocess_shell(
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-I",
+                "-S",
+                "-c",
+                _SUPERVISOR,
                 command,
+                str(os.getpid()),
                 cwd=self.cwd,
+                env=self.environment(),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
+                stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
             )
         except OSError as exc:
             raise ToolError(f"the command could not be started ({exc.strerror}).") from None
+        assert process.stdout is not None and process.stderr is not None
         capture = _Capture(self.max_output)
+        output = asyncio.ensure_future(_drain(process.stdout, capture))
+        status = asyncio.ensure_future(process.stderr.read())
         try:
-            await asyncio.wait_for(self._finish(process, capture), self.timeout)
-        except asyncio.TimeoutError:
-            await _stop(process)
-            output = capture.text()
-            raise ToolError(
-                f"The command did not finish within {self.timeout:g} seconds and was stopped."
-                + (f" Output so far:\n{output}" if output else "")
-            ) from None
-        except BaseException:  # cancelled: do not leave the process running
-            await _stop(process)
+            done, _ = await asyncio.wait({status}, timeout=self.timeout)
+            timed_out = not done
+            if timed_out:
+                await _stop(process, status)
+            report = _Report.parse((await status).decode("utf-8", errors="replace"))
+            # Output still held open by a process that could not be stopped is left.
+            await asyncio.wait({output}, timeout=1.0)
+            await process.wait()
+        except BaseException:  # cancelled: do not leave the command running
+            await _stop(process, status)  # the supervisor cleans up and exits
+            await process.wait()
             raise
-        code = process.returncode
-        output = capture.text()
-        return ToolOutput(f"exit code {code}\n{output}", is_error=code != 0)
+        finally:
+            output.cancel()
+            status.cancel()
+        if timed_out:
+            text = capture.text()
+            raise ToolError(
+                f"The command did not finish within {self.timeout:g} seconds and was stopped"
+                f"{report.others()}." + (f" Output so far:\n{text}" if text else "")
+            )
+        if report.code is None:
+            raise ToolError(f"The command could not be run: {report.problem or 'unknown'}")
+        note = report.note()
+        return ToolOutput(
+            f"exit code {report.code}\n{capture.text()}" + (f"\n[{note}]" if note else ""),
+            is_error=report.code != 0,
+        )
 
-    @staticmethod
-    async def _finish(process: asyncio.subprocess.Process, capture: _Capture) -> None:
-        assert process.stdout is not None
-        while chunk := await process.stdout.read(65536):
-            capture.add(chunk)
-        await process.wait()
+
+async def _drain(stream: asyncio.StreamReader, capture: _Capture) -> None:
+    while chunk := await stream.read(65536):
+        capture.add(chunk)
 
 
-async def _stop(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is None:
+async def _stop(process: asyncio.subprocess.Process, status: asyncio.Future[bytes]) -> None:
+    """Ask the supervisor to stop the command (it kills and reaps everything, then
+    reports); if it does not answer in time, kill its process group ourselves."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(process.pid, signal.SIGTERM)
+    done, _ = await asyncio.wait({status}, timeout=_SUPERVISOR_GRACE)
+    if not done:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-    await process.wait()
+
+
+#: Seconds the supervisor has to stop a timed-out command before it is killed itself.
+_SUPERVISOR_GRACE = 5.0
+
+
+@dataclass
+class _Report:
+    """What the supervisor said: the shell's exit code and what it had to stop."""
+
+    code: int | None = None
+    stopped: list[str] = field(default_factory=list)
+    denied: list[str] = field(default_factory=list)
+    problem: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> _Report:
+        report = cls()
+        other = []
+        for line in text.splitlines():
+            word, _, rest = line.partition(" ")
+            if word == "code":
+                report.code = int(rest)
+            elif word == "stopped":
+                report.stopped.append(rest.partition(" ")[2])
+            elif word == "denied":
+                report.denied.append(rest.partition(" ")[2])
+            elif word not in ("shell", "timeout"):
+                other.append(line)
+        report.problem = " ".join(other)[-500:]
+        return report
+
+    def note(self) -> str:
+        parts = []
+        if self.stopped:
+            n = len(self.stopped)
+            parts.append(
+                f"stopped {n} background process{'es' if n != 1 else ''} left running: "
+                f"{_names(self.stopped)}"
+            )
+        if self.denied:
+            parts.append(
+                f"could not stop {len(self.denied)} (not permitted): {_names(self.denied)}"
+            )
+        return "; ".join(parts)
+
+    def others(self) -> str:
+        if not self.stopped and not self.denied:
+            return ""
+        n = len(self.stopped)
+        text = f" (with {n} other process{'es' if n != 1 else ''}: {_names(self.stopped)})"
+        if self.denied:
+            text += f"; could not stop {len(self.denied)}: {_names(self.denied)}"
+        return text
+
+
+def _names(names: list[str]) -> str:
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{k} x {v}" if k > 1 else v for v, k in sorted(counts.items()))
+
+
+#: The supervisor: ``python -I -S -c _SUPERVISOR command parent_pid``. It reports on its
+#: standard error, one line each: ``shell PID``, then ``stopped PID NAME`` and ``denied
+#: PID NAME`` for what it killed or could not, ``timeout`` or ``code N``.
+_SUPERVISOR = r"""
+import os, signal, sys, time
+
+class Stop(Exception):
+    pass
+
+def on_term(signum, frame):
+    raise Stop
+
+def say(line):
+    try:
+        os.write(2, (line + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass  # the agent is gone (a broken pipe): clean up all the same
+
+def scan():
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/" + name + "/stat", "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        end = data.rfind(b")")
+        fields = data[end + 2 :].split()
+        comm = data[data.find(b"(") + 1 : end].decode("utf-8", "replace")
+        found[int(name)] = (fields[0].decode(), int(fields[1]), int(fields[3]), comm)
+    return found
+
+def family(procs, me, session):
+    children = {}
+    for pid, (_, ppid, _, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = set(), [me]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    found.update(pid for pid, p in procs.items() if p[2] == session)
+    found.discard(me)
+    return found
+
+def reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+def sweep(me, shell, tracked):
+    if not tracked:
+        try:
+            os.killpg(shell, signal.SIGKILL)
+        except OSError:
+            pass
+        reap()
+        return
+    # Members of the session count only when it is the supervisor's own: never sweep
+    # the session of whoever started it.
+    session = me if os.getsid(0) == me else -1
+    seen, denied = set(), set()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        procs = scan()
+        live = [
+            pid for pid in family(procs, me, session)
+            if procs[pid][0] not in "ZXx" and pid not in denied
+        ]
+        if not live:
+            break
+        for pid in live:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            except PermissionError:
+                denied.add(pid)
+                say("denied %d %s" % (pid, procs[pid][3]))
+                continue
+            if pid not in seen and pid != shell:
+                seen.add(pid)
+                say("stopped %d %s" % (pid, procs[pid][3]))
+        time.sleep(0.002)
+        reap()
+    reap()
+
+def main():
+    me = os.getpid()
+    try:
+        os.setsid()  # its own session, whoever started it (run_command already does)
+    except OSError:
+        pass
+    tracked = os.path.isdir("/proc")
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        tracked = tracked and libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:
+        tracked = False
+    if os.getppid() != int(sys.argv[2]):
+        return  # the agent is gone already
+    shell = os.fork()
+    if shell == 0:
+        try:
+            os.dup2(1, 2)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.execv("/bin/sh", ["/bin/sh", "-c", sys.argv[1]])
+        finally:
+            os._exit(127)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)  # only the command holds the output open
+    os.close(null)
+    say("shell %d" % shell)
+    code = None
+    try:
+        _, status = os.waitpid(shell, 0)
+        code = os.waitstatus_to_exitcode(status)
+    except Stop:
+        pass
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sweep(me, shell, tracked)
+    say("timeout" if code is None else "code %d" % code)
+
+signal.signal(signal.SIGTERM, on_term)
+try:
+    main()
+except Stop:
+    pass
+"""
 
 
 # --------------------------------------------------------------------------------------
