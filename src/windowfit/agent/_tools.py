@@ -498,13 +498,20 @@ class RunCommand:
         assert process.stdout is not None and process.stderr is not None
         capture = _Capture(self.max_output)
         output = asyncio.ensure_future(_drain(process.stdout, capture))
-        status = asyncio.ensure_future(process.stderr.read())
+        lines: list[str] = []
+        started = asyncio.Event()
+        status = asyncio.ensure_future(_status(process.stderr, lines, started))
         try:
+            # The time limit is the command's: it starts when the shell does, not when the
+            # supervisor's interpreter does (which takes a moment, more on a busy machine).
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(started.wait(), _SUPERVISOR_GRACE)
             done, _ = await asyncio.wait({status}, timeout=self.timeout)
             timed_out = not done
             if timed_out:
                 await _stop(process, status)
-            report = _Report.parse((await status).decode("utf-8", errors="replace"))
+            await status
+            report = _Report.parse("".join(lines))
             # Output still held open by a process that could not be stopped is left.
             await asyncio.wait({output}, timeout=1.0)
             await process.wait()
@@ -535,7 +542,17 @@ async def _drain(stream: asyncio.StreamReader, capture: _Capture) -> None:
         capture.add(chunk)
 
 
-async def _stop(process: asyncio.subprocess.Process, status: asyncio.Future[bytes]) -> None:
+async def _status(stream: asyncio.StreamReader, lines: list[str], started: asyncio.Event) -> None:
+    """Collect the supervisor's report; ``started`` is set once the shell runs."""
+    while line := await stream.readline():
+        text = line.decode("utf-8", errors="replace")
+        lines.append(text)
+        if text.startswith("shell "):
+            started.set()
+    started.set()
+
+
+async def _stop(process: asyncio.subprocess.Process, status: asyncio.Future[None]) -> None:
     """Ask the supervisor to stop the command (it kills and reaps everything, then
     reports); if it does not answer in time, kill its process group ourselves."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
