@@ -501,7 +501,10 @@ def _check_file(path: str) -> None:
         raise HistoryError(
             f"{path}: a damaged SQLite database (its header gives a page size of {page_size})"
         )
-    if valid_for and pages and info.st_size < pages * page_size:
+    # (With a write-ahead log beside it, a checkpoint may have been cut short: SQLite
+    # finishes it from the log, so the size is not held against the file then.)
+    wal = Path(f"{path}-wal").exists()
+    if valid_for and pages and info.st_size < pages * page_size and not wal:
         raise HistoryError(
             f"{path}: a truncated SQLite database ({info.st_size:,} bytes where its header "
             f"promises {pages:,} pages of {page_size:,} bytes)"
