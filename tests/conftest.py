@@ -42,3 +42,17 @@ def shared_data() -> Path:
     if path is None:
         pytest.skip("the shared real data (../shared/data or WINDOWFIT_DATA) is not present")
     return path
+
+
+@pytest.fixture(autouse=True)
+def _windowfit_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Keep the agent runtime's default history store out of the real home directory.
+
+    ``Runtime()`` without a store writes to ``$WINDOWFIT_HOME/history.sqlite3``; every
+    test gets its own empty ``WINDOWFIT_HOME`` (inherited by the processes tests start).
+    """
+    home = tmp_path_factory.mktemp("windowfit-home")
+    monkeypatch.setenv("WINDOWFIT_HOME", str(home))
+    return home

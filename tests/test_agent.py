@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from windowfit.agent import (
+    DEFAULT_TOOL_TIMEOUT,
     AgentEvent,
     AgentInfo,
     ModelRequest,
@@ -228,6 +230,57 @@ def test_tool_errors_go_back_as_error_results(
     assert result.stats.tool_errors == 1
 
 
+class Hanging:
+    """A tool that never finishes: it waits for ever, or also ignores being cancelled."""
+
+    description = "hangs"
+    input_schema: Mapping[str, Any] = {"type": "object", "properties": {}}
+
+    def __init__(self, stubborn: bool) -> None:
+        self.name = "hang"
+        self.stubborn = stubborn
+
+    async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolOutput:
+        if not self.stubborn:
+            await asyncio.Event().wait()
+        end = asyncio.get_running_loop().time() + 2
+        while asyncio.get_running_loop().time() < end:  # swallows cancellation, then ends
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                continue
+        return ToolOutput("too late")
+
+
+@pytest.mark.parametrize("stubborn", [False, True], ids=["waits", "ignores cancellation"])
+def test_a_hanging_tool_gives_an_error_result_and_the_loop_goes_on(
+    workspace: Path, stubborn: bool
+) -> None:
+    model = Script(
+        [call("h", "hang"), call("r", "read_file", path="docs/f1.txt")], [text("went on")]
+    )
+    tools = [ReadFile(workspace), Hanging(stubborn)]
+    runtime = Runtime(model, workspace=workspace, tools=tools, tool_timeout=0.2)
+
+    async def timed() -> tuple[Any, float]:
+        began = time.monotonic()
+        return await runtime.run("try it"), time.monotonic() - began
+
+    result, took = run(timed())  # (asyncio.run then waits for the stubborn tool to end)
+    assert result.finished and result.answer == "went on"
+    assert took < 1.5
+    hang, read = results_of(runtime.store.messages(result.session, "main"))
+    assert hang["is_error"] is True
+    assert "did not finish within 0.2 seconds" in hang["content"]
+    assert "is_error" not in read and read["content"].startswith("File 1")
+    assert result.stats.tool_errors == 1
+
+
+def test_the_tool_timeout_has_a_documented_default(workspace: Path) -> None:
+    assert Runtime(Script(), workspace=workspace).tool_timeout == DEFAULT_TOOL_TIMEOUT == 120.0
+    assert Runtime(Script(), workspace=workspace, tool_timeout=None).tool_timeout is None
+
+
 def test_tool_calls_of_one_message_all_get_results_in_order(workspace: Path) -> None:
     model = Script(
         [
@@ -432,7 +485,14 @@ def test_a_failing_alert_hook_does_not_stop_the_loop(workspace: Path) -> None:
 
 @pytest.mark.parametrize(
     "options",
-    [{"budget": 0}, {"budget": -5}, {"max_steps": 0}, {"max_parallel": 0}, {"max_depth": -1}],
+    [
+        {"budget": 0},
+        {"budget": -5},
+        {"max_steps": 0},
+        {"max_parallel": 0},
+        {"max_depth": -1},
+        {"tool_timeout": 0},
+    ],
 )
 def test_bad_settings_are_refused(options: dict[str, int]) -> None:
     with pytest.raises(SettingsError):

@@ -6,16 +6,18 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from windowfit.agent import HistoryStore, Runtime
+from windowfit.agent import APPLICATION_ID, HistoryStore, Runtime, default_store_path
 from windowfit.errors import HistoryError
 from windowfit.sim import (
     Coordinator,
@@ -166,7 +168,7 @@ def test_resume_of_an_unknown_session() -> None:
 CHILD = textwrap.dedent(
     """
     import asyncio, sys
-    from windowfit.agent import HistoryStore, Runtime
+    from windowfit.agent import APPLICATION_ID, HistoryStore, Runtime, default_store_path
     from windowfit.sim import Coordinator, Reader, SimulatedProvider, Team
     from windowfit.sim import coordinator_instruction
     from windowfit.tokens import SeedEstimator
@@ -239,3 +241,241 @@ def test_a_process_killed_mid_run_loses_nothing_it_had_written(tmp_path: Path) -
         assert sorted(set(read)) == sorted(files)
         assert len(read) <= len(files) + 2  # at most the interrupted call of each runs again
         assert json.loads(json.dumps(store.messages(session, "main")))
+
+
+# --------------------------------------------------------------------------------------
+# Concurrent writers
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from windowfit.agent import HistoryStore
+
+    db, session, writer, count, go = sys.argv[1:]
+    with HistoryStore(db) as store:
+        while not Path(go).exists():  # start together, so that the writers overlap
+            time.sleep(0.001)
+        for i in range(int(count)):
+            store.append(session, "main", {"role": "user", "content": f"{writer}:{i}"})
+    """
+)
+
+
+def check_history(store: HistoryStore, session: str, writers: dict[str, int]) -> None:
+    """Every writer's messages are all there, each writer's in its own order."""
+    saved = [m["content"] for m in store.messages(session, "main")]
+    assert len(saved) == sum(writers.values())
+    for writer, count in writers.items():
+        mine = [int(c.split(":")[1]) for c in saved if c.split(":")[0] == writer]
+        assert mine == list(range(count)), f"writer {writer} lost or reordered messages"
+
+
+def test_two_processes_appending_to_one_agent_lose_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite3"
+    go = tmp_path / "go"
+    count = 20_000
+    with HistoryStore(db) as store:
+        session = store.new_session()
+        store.add_agent(session, "main", name="main", system="")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(db), session, name, str(count), str(go)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
+    time.sleep(0.3)  # both have opened the store
+    started = time.monotonic()
+    go.touch()
+    for writer in writers:
+        _, errors = writer.communicate(timeout=120)
+        assert writer.returncode == 0, errors
+    elapsed = time.monotonic() - started
+    with HistoryStore(db) as store:
+        assert store.count(session) == 2 * count
+        check_history(store, session, {"a": count, "b": count})
+    print(f"2 x {count:,} appends from two processes: {elapsed:.1f} s")
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one shared store", "a store each"])
+def test_threads_appending_to_one_agent_lose_nothing(tmp_path: Path, shared: bool) -> None:
+    import threading
+
+    db = tmp_path / "history.sqlite3"
+    count, threads = 1_000, 4
+    store = HistoryStore(db)
+    session = store.new_session()
+    store.add_agent(session, "main", name="main", system="")
+    barrier = threading.Barrier(threads)
+
+    def write(writer: str) -> None:
+        mine = store if shared else HistoryStore(db)
+        barrier.wait()
+        for i in range(count):
+            mine.append(session, "main", {"role": "user", "content": f"{writer}:{i}"})
+        if not shared:
+            mine.close()
+
+    workers = [threading.Thread(target=write, args=(str(k),)) for k in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    check_history(store, session, {str(k): count for k in range(threads)})
+    store.close()
+
+
+# --------------------------------------------------------------------------------------
+# Files that are not a store
+
+
+def a_store(path: Path, messages: int = 300) -> bytes:
+    with HistoryStore(path) as store:
+        session = store.new_session("t")
+        store.add_agent(session, "main", name="main", system="")
+        for _ in range(messages):
+            store.append(session, "main", {"role": "user", "content": "x" * 1000})
+    return path.read_bytes()
+
+
+def foreign(path: Path, application_id: int = 0) -> bytes:
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)")
+    db.execute("INSERT INTO notes (text) VALUES ('mine')")
+    if application_id:
+        db.execute(f"PRAGMA application_id={application_id}")
+    db.commit()
+    db.close()
+    return path.read_bytes()
+
+
+def partial_store(path: Path) -> bytes:
+    db = sqlite3.connect(path)  # the right table names, other columns
+    for table in ("sessions", "agents", "messages"):
+        db.execute(f"CREATE TABLE {table} (x)")
+    db.commit()
+    db.close()
+    return path.read_bytes()
+
+
+BAD_FILES: dict[str, tuple[Callable[[Path], bytes], str]] = {
+    "random bytes": (lambda p: os.urandom(8192), "not a SQLite database"),
+    "a text file": (lambda p: "Прочитай главы 1–3\n".encode() * 200, "not a SQLite database"),
+    "a truncated store": (lambda p: a_store(p)[:150_000], "truncated"),
+    "a store cut inside its header": (lambda p: a_store(p)[:60], "truncated"),
+    "an overwritten header": (lambda p: os.urandom(100) + a_store(p)[100:], "not a SQLite"),
+    "an overwritten first page": (
+        lambda p: (lambda d: d[:100] + os.urandom(3996) + d[4096:])(a_store(p)),
+        "damaged",
+    ),
+    "another program's database": (foreign, "not a windowfit history store"),
+    "another program's marked database": (
+        lambda p: foreign(p, application_id=0x1234),
+        "another program",
+    ),
+    "the right tables with other columns": (partial_store, "not a windowfit history store"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FILES))
+def test_a_bad_store_file_gives_history_error_and_is_left_unchanged(
+    tmp_path: Path, case: str
+) -> None:
+    make, problem = BAD_FILES[case]
+    path = tmp_path / "history.sqlite3"
+    data = make(path)
+    for side in ("-wal", "-shm"):  # what making it left behind: only the main file counts
+        Path(f"{path}{side}").unlink(missing_ok=True)
+    path.write_bytes(data)
+    with pytest.raises(HistoryError, match=problem) as caught:
+        HistoryStore(path).close()
+    assert str(path) in str(caught.value)
+    assert path.read_bytes() == data
+
+
+def test_a_directory_is_not_a_store(tmp_path: Path) -> None:
+    with pytest.raises(HistoryError, match="is a directory") as caught:
+        HistoryStore(tmp_path)
+    assert str(tmp_path) in str(caught.value)
+
+
+def test_damage_found_later_is_a_history_error(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite3"
+    with HistoryStore(path) as store:
+        session = store.new_session("t")
+        store.add_agent(session, "main", name="main", system="")
+        for _ in range(300):
+            store.append(session, "main", {"role": "user", "content": "x" * 1000})
+    with open(path, "r+b") as handle:  # damage the data, not the schema
+        handle.seek(40_960)
+        handle.write(os.urandom(200_000))
+    # Found on opening or on reading: either way a HistoryError naming the file.
+    with pytest.raises(HistoryError, match=str(path)), HistoryStore(path) as store:
+        store.messages(session, "main")
+
+
+@pytest.mark.parametrize("kind", ["an empty file", "an empty SQLite database"])
+def test_an_empty_file_becomes_a_store(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "history.sqlite3"
+    if kind == "an empty file":
+        path.touch()
+    else:
+        sqlite3.connect(path).execute("VACUUM").connection.close()
+    with HistoryStore(path) as store:
+        store.new_session()
+    with HistoryStore(path) as store:  # and opens again as one
+        assert len(store.sessions()) == 1
+        assert store._db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+
+
+# --------------------------------------------------------------------------------------
+# Where a runtime keeps its history by default
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"WINDOWFIT_HOME": "{tmp}/wh", "XDG_STATE_HOME": "{tmp}/xdg"}, "{tmp}/wh/history.sqlite3"),
+        ({"XDG_STATE_HOME": "{tmp}/xdg"}, "{tmp}/xdg/windowfit/history.sqlite3"),
+        ({"XDG_STATE_HOME": "relative"}, "{tmp}/home/.local/state/windowfit/history.sqlite3"),
+        ({}, "{tmp}/home/.local/state/windowfit/history.sqlite3"),
+    ],
+)
+def test_default_store_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: str
+) -> None:
+    for name in ("WINDOWFIT_HOME", "XDG_STATE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value.format(tmp=tmp_path))
+    assert default_store_path() == Path(expected.format(tmp=tmp_path))
+
+
+def test_a_runtime_without_a_store_keeps_its_history_in_a_file(tmp_path: Path) -> None:
+    home = Path(os.environ["WINDOWFIT_HOME"])  # set for every test by conftest
+    root = tmp_path / "work"
+    files = workspace(root, 1)
+    model = SimulatedProvider(Reader(), tokenizer=SeedEstimator())
+    runtime = Runtime(model, workspace=root, max_depth=0)
+    result = asyncio.run(runtime.run(reader_instruction(files)))
+    runtime.close()
+    assert runtime.store.path == str(home / "history.sqlite3")
+    with HistoryStore(home / "history.sqlite3") as store:  # it survives the runtime
+        assert store.messages(result.session, "main")[0]["content"] == reader_instruction(files)
+
+
+@pytest.mark.parametrize("store", [":memory:", "file"])
+def test_a_runtime_takes_a_store_path_or_memory(tmp_path: Path, store: str) -> None:
+    home = Path(os.environ["WINDOWFIT_HOME"])
+    path = ":memory:" if store == ":memory:" else str(tmp_path / "mine.sqlite3")
+    runtime = Runtime(SimulatedProvider(Reader(), tokenizer=SeedEstimator()), store=path)
+    asyncio.run(runtime.run("hello"))
+    runtime.close()
+    assert runtime.store.path == path
+    assert not (home / "history.sqlite3").exists()
+    assert (path == ":memory:") is not Path(path).is_file()

@@ -15,6 +15,7 @@ from ._loop import (
     DEFAULT_BUDGET,
     DEFAULT_SUBAGENT_SYSTEM,
     DEFAULT_SYSTEM,
+    DEFAULT_TOOL_TIMEOUT,
     LOG_LEVELS,
     AgentEvent,
     AgentResult,
@@ -25,9 +26,17 @@ from ._loop import (
     Shaper,
 )
 from ._model import AgentInfo, Model, ModelRequest, ModelResponse, ToolCall, Usage
-from ._store import DEFAULT_FILENAME, AgentRecord, HistoryStore, SessionRecord
+from ._store import (
+    APPLICATION_ID,
+    DEFAULT_FILENAME,
+    AgentRecord,
+    HistoryStore,
+    SessionRecord,
+    default_store_path,
+)
 from ._tools import (
     DEFAULT_COMMAND_TIMEOUT,
+    DEFAULT_ENV_ALLOWLIST,
     DEFAULT_MAX_OUTPUT,
     DEFAULT_MAX_READ,
     ReadFile,
@@ -41,13 +50,16 @@ from ._tools import (
 )
 
 __all__ = [
+    "APPLICATION_ID",
     "DEFAULT_BUDGET",
     "DEFAULT_COMMAND_TIMEOUT",
+    "DEFAULT_ENV_ALLOWLIST",
     "DEFAULT_FILENAME",
     "DEFAULT_MAX_OUTPUT",
     "DEFAULT_MAX_READ",
     "DEFAULT_SUBAGENT_SYSTEM",
     "DEFAULT_SYSTEM",
+    "DEFAULT_TOOL_TIMEOUT",
     "LOG_LEVELS",
     "AgentEvent",
     "AgentInfo",
@@ -71,6 +83,7 @@ __all__ = [
     "ToolContext",
     "ToolOutput",
     "Usage",
+    "default_store_path",
     "run_tool",
     "tool_definition",
 ]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from ..retry import RetryPolicy
 from ..settings import FitSettings
 from ..tokens import Estimator
 from ._model import AgentInfo, Model, ModelRequest, ModelResponse, ToolCall, Usage
-from ._store import HistoryStore
+from ._store import HistoryStore, default_store_path
 from ._tools import (
     ReadFile,
     RunCommand,
@@ -53,6 +53,7 @@ __all__ = [
     "DEFAULT_BUDGET",
     "DEFAULT_SUBAGENT_SYSTEM",
     "DEFAULT_SYSTEM",
+    "DEFAULT_TOOL_TIMEOUT",
     "LOG_LEVELS",
     "AgentEvent",
     "AgentResult",
@@ -67,6 +68,11 @@ logger = logging.getLogger("windowfit.agent")
 
 #: The default request budget, in estimated tokens.
 DEFAULT_BUDGET = 400_000
+
+#: Seconds a tool call may run before the loop abandons it with an error result. Well
+#: above run_command's own default (30 s), which stops a command and reports its output;
+#: this limit is the safety net for a tool that hangs (a custom tool, a stuck read).
+DEFAULT_TOOL_TIMEOUT = 120.0
 
 DEFAULT_SYSTEM = (
     "You are a careful agent. Use the tools to do the task you are given, and finish "
@@ -265,8 +271,22 @@ class Runtime:
     """Runs agents and their sub-agents against a :class:`~windowfit.agent.Model`.
 
     ``workspace``: the directory ``read_file`` and ``run_command`` work in (the default
-    tools, when ``tools`` is not given). ``store``: where histories are saved (default: in
-    memory). ``budget``, ``settings``, ``estimator``: how requests are fitted (or pass a
+    tools, when ``tools`` is not given).
+
+    ``store``: where histories are saved: a :class:`~windowfit.agent.HistoryStore`, a file
+    path, or ``":memory:"`` (nothing survives the process). By default it is the file
+    :func:`~windowfit.agent.default_store_path` names (``$WINDOWFIT_HOME/history.sqlite3``,
+    else ``$XDG_STATE_HOME/windowfit/history.sqlite3``, else
+    ``~/.local/state/windowfit/history.sqlite3``), so that a crash loses nothing. A store
+    the runtime opened itself is closed by :meth:`close`.
+
+    ``tool_timeout``: seconds a tool call may take (default :data:`DEFAULT_TOOL_TIMEOUT`,
+    ``None`` for no limit). A call still running then is abandoned and the model gets an
+    error result saying so; the loop goes on. ``spawn_subagent`` is not timed: a
+    sub-agent is bounded by ``max_steps`` and its own tools' timeouts instead. Keep it
+    above ``run_command``'s own timeout, which stops the command cleanly first.
+
+    ``budget``, ``settings``, ``estimator``: how requests are fitted (or pass a
     ``shaper``). ``max_depth``: how deep sub-agents may nest (1: the main agent may start
     sub-agents, they may not). ``max_parallel``: sub-agents running at once per level.
     ``retry``: attempts and backoff for retryable errors; ``should_retry`` decides which
@@ -283,7 +303,7 @@ class Runtime:
         model: Model,
         *,
         workspace: str | Path | None = None,
-        store: HistoryStore | None = None,
+        store: HistoryStore | str | Path | None = None,
         tools: Sequence[Tool] | None = None,
         budget: int = DEFAULT_BUDGET,
         settings: FitSettings | str | None = None,
@@ -296,6 +316,7 @@ class Runtime:
         max_steps: int = 200,
         max_depth: int = 1,
         max_parallel: int = 8,
+        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
         retry: RetryPolicy | None = None,
         should_retry: Callable[[ErrorInfo], bool] | None = None,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
@@ -313,8 +334,14 @@ class Runtime:
                 raise SettingsError(f"{name} must be at least 1, not {value}")
         if max_depth < 0:
             raise SettingsError(f"max_depth must be 0 or more, not {max_depth}")
+        if tool_timeout is not None and not tool_timeout > 0:
+            raise SettingsError(f"tool_timeout must be positive or None, not {tool_timeout!r}")
         self.model = model
-        self.store = store if store is not None else HistoryStore()
+        if isinstance(store, HistoryStore):
+            self.store, self._owns_store = store, False
+        else:
+            path = default_store_path() if store is None else store
+            self.store, self._owns_store = HistoryStore(path), True
         if tools is None:
             tools = [ReadFile(workspace), RunCommand(workspace)] if workspace is not None else []
         self.tools: list[Tool] = list(tools)
@@ -326,6 +353,7 @@ class Runtime:
         self.max_steps = max_steps
         self.max_depth = max_depth
         self.max_parallel = max_parallel
+        self.tool_timeout = tool_timeout
         self.retry = retry or RetryPolicy()
         self.should_retry = should_retry or (lambda info: info.retryable)
         self.sleep = sleep
@@ -339,6 +367,12 @@ class Runtime:
         self._shaping: dict[tuple[str, str], tuple[frozenset[str], int]] = {}
 
     # -- public -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the history store if this runtime opened it (a store passed in is the
+        caller's to close)."""
+        if self._owns_store:
+            self.store.close()
 
     async def run(self, instruction: str, *, title: str = "", name: str = "main") -> AgentResult:
         """Start a new session whose main agent works on ``instruction``."""
@@ -558,7 +592,9 @@ class Runtime:
         context = ToolContext(
             state.info, call.id, spawn if state.info.depth < self.max_depth else None
         )
-        output = await run_tool(state.tools.get(call.name), call.name, call.input, context)
+        tool = state.tools.get(call.name)
+        timeout = None if isinstance(tool, SpawnSubagent) else self.tool_timeout
+        output = await _timed(run_tool(tool, call.name, call.input, context), timeout, call, state)
         state.stats.tool_calls += 1
         state.stats.tool_errors += output.is_error
         self._emit("tool", state, call=call, is_error=output.is_error)
@@ -608,6 +644,42 @@ class Runtime:
             f"The sub-agent {state.info.name!r} stopped without finishing ({result.status}): "
             f"{result.user_message}"
         )
+
+
+async def _timed(
+    work: Coroutine[Any, Any, ToolOutput], timeout: float | None, call: ToolCall, state: _State
+) -> ToolOutput:
+    """Run a tool call, giving up on it after ``timeout`` seconds.
+
+    ``asyncio.wait`` rather than ``wait_for``: ``wait_for`` waits for the cancelled call to
+    finish, so a tool that ignores cancellation would hang the agent anyway. Here the call
+    is cancelled and left behind; the model hears that it did not finish.
+    """
+    if timeout is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait({task}, timeout=timeout)
+    if task in done:
+        return task.result()
+    task.cancel()
+    task.add_done_callback(_forget)
+    logger.warning(
+        "tool %s of agent %s did not finish within %g s; abandoned",
+        call.name,
+        state.info.id,
+        timeout,
+    )
+    return ToolOutput(
+        f"The tool {call.name} did not finish within {timeout:g} seconds and was stopped; "
+        "its work may be incomplete.",
+        is_error=True,
+    )
+
+
+def _forget(task: asyncio.Future[ToolOutput]) -> None:
+    """Collect an abandoned call's end, so that asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _tool_calls(message: Mapping[str, Any]) -> list[ToolCall]:
