@@ -9,10 +9,12 @@ Fitting is a pure function of the request (see :mod:`windowfit.fitting`); what a
   reused only when the facts of the messages it covers are those of the request given.
   So editing a message in place gives the answer for what it now holds, and a freshly
   parsed copy of the same conversation (a proxy's case) reuses the fold.
-* **message facts**, for an estimator that is costly to run again (a real tokenizer),
-  keyed by content (:func:`windowfit._content.content_key`): numbers, no references.
+* **counts of long texts**, for an estimator that is costly to run again (a real
+  tokenizer), keyed by the text itself, so that a conversation seen before is not
+  tokenized again, whether it comes as the same objects or as a fresh copy.
 
-Nothing a Fitter keeps refers to a message object. What it keeps is bounded by memory
+Nothing a Fitter keeps refers to a message object (the text counts hold strings, within
+the bound). What it keeps is bounded by memory
 (``max_bytes``, least recently used first out), not by a count of entries. Calls may
 come from many threads and asyncio tasks at once: each fold is taken out of the cache
 while a call works on it (another call for the same conversation meanwhile builds its
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,6 +32,7 @@ from typing import Any
 from ._build import build
 from ._content import content_key
 from ._fold import Fold, State
+from ._lru import ByteBoundedCache
 from .errors import ContextOverflowError, ConversationError, SettingsError
 from .fitting import FitReport, FitResult
 from .formats import FormatSpec, detect_format, get_format
@@ -47,9 +49,6 @@ __all__ = ["DEFAULT_MAX_BYTES", "Fitter"]
 #: conversations).
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 
-#: Bytes a cached message's facts take, roughly (a tuple, its ids, the key).
-_FACTS_BYTES = 400
-
 _SEED = SeedEstimator()
 
 
@@ -60,49 +59,6 @@ class _Checked:
     fold: Fold
     open_calls: dict[str, int]
     opened: bool
-
-
-class _ByteBoundedCache:
-    """Least-recently-used entries whose sizes add up to at most ``max_bytes``."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self._entries: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
-
-    def take(self, key: Any) -> Any:
-        """Remove and return the entry (``None`` when absent)."""
-        hit = self._entries.pop(key, None)
-        if hit is None:
-            return None
-        self.bytes -= hit[1]
-        return hit[0]
-
-    def get(self, key: Any) -> Any:
-        hit = self._entries.get(key)
-        if hit is None:
-            return None
-        self._entries.move_to_end(key)
-        return hit[0]
-
-    def put(self, key: Any, value: Any, size: int) -> None:
-        old = self._entries.pop(key, None)
-        if old is not None:
-            self.bytes -= old[1]
-        if size > self.max_bytes:
-            return
-        self._entries[key] = (value, size)
-        self.bytes += size
-        while self.bytes > self.max_bytes:
-            _, (_, dropped) = self._entries.popitem(last=False)
-            self.bytes -= dropped
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self.bytes = 0
 
 
 class Fitter:
@@ -118,8 +74,8 @@ class Fitter:
             raise SettingsError(f"max_bytes must be a whole number >= 0, not {max_bytes!r}")
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._folds = _ByteBoundedCache(max_bytes * 3 // 4)
-        self._facts = _ByteBoundedCache(max_bytes - max_bytes * 3 // 4)
+        self._folds = ByteBoundedCache(max_bytes * 3 // 4)
+        self._texts = ByteBoundedCache(max_bytes - max_bytes * 3 // 4)
         self._sizers: dict[tuple[int, str], Sizer] = {}
         self.folds_reused = 0  # calls that continued a kept fold
         self.folds_built = 0  # calls that folded the conversation from its start
@@ -129,15 +85,16 @@ class Fitter:
     @property
     def cached_bytes(self) -> int:
         """About how many bytes the caches hold now (what ``max_bytes`` bounds)."""
-        with self._lock:
-            return self._folds.bytes + self._facts.bytes
+        with self._lock, self._texts.lock:
+            return self._folds.bytes + self._texts.bytes
 
     def clear(self) -> None:
         """Forget everything kept (answers do not change; the next calls are slower)."""
         with self._lock:
             self._folds.clear()
-            self._facts.clear()
             self._sizers.clear()
+        with self._texts.lock:
+            self._texts.clear()
 
     def _sizer(self, estimator: Estimator, fmt: str) -> Sizer:
         key = (id(estimator), fmt)
@@ -146,7 +103,8 @@ class Fitter:
             if sizer is None or sizer.estimator is not estimator:
                 if len(self._sizers) >= 64:  # many short-lived estimators: start over
                     self._sizers.clear()
-                sizer = Sizer(estimator, fmt)
+                memo = None if getattr(estimator, "cheap", False) else self._texts
+                sizer = Sizer(estimator, fmt, memo=memo)
                 self._sizers[key] = sizer
             return sizer
 
@@ -180,7 +138,7 @@ class Fitter:
         spec = get_format(fmt)
         sizer = self._sizer(estimator, fmt)
         fixed = sizer.system(system) + sizer.tools(tools)
-        facts = self._scan(messages, spec, sizer, estimator)
+        facts = self._scan(messages, spec, sizer)
         key = self._fold_key(messages, facts, spec, estimator, budget, fitting, fixed)
         checked = self._fold(key, messages, facts, spec, budget, fitting, fixed, sizer)
         try:
@@ -204,28 +162,12 @@ class Fitter:
             return replace(fallback, report=over)
         return FitResult(result[0], result[1], system, tools)
 
-    def _scan(
-        self, messages: Sequence[Any], spec: FormatSpec, sizer: Sizer, estimator: Estimator
-    ) -> list[Facts]:
-        """Every message's facts (checked), from the cache for a costly estimator."""
+    @staticmethod
+    def _scan(messages: Sequence[Any], spec: FormatSpec, sizer: Sizer) -> list[Facts]:
+        """Every message's facts, checked. (A costly estimator's counts of long texts are
+        remembered by the Sizer, so a conversation seen before is not counted again.)"""
         scan = spec.scan
-        if getattr(estimator, "cheap", False):
-            return [scan(raw, i, sizer) for i, raw in enumerate(messages)]
-        facts: list[Facts] = []
-        for i, raw in enumerate(messages):
-            key = content_key(raw)
-            cache_key = (id(estimator), spec.name, key)
-            with self._lock:
-                hit = self._facts.get(cache_key) if key is not None else None
-            if hit is not None and hit[0] is estimator:
-                facts.append(hit[1])
-                continue
-            found = scan(raw, i, sizer)
-            if key is not None:
-                with self._lock:
-                    self._facts.put(cache_key, (estimator, found), _FACTS_BYTES)
-            facts.append(found)
-        return facts
+        return [scan(raw, i, sizer) for i, raw in enumerate(messages)]
 
     @staticmethod
     def _fold_key(

@@ -12,11 +12,13 @@ with a costly real tokenizer.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ._content import content_key
+from ._lru import ByteBoundedCache
 from ._overheads import BLOCK_OVERHEAD, MESSAGE_OVERHEAD, TOOL_DEFINITION_OVERHEAD, TOOL_OVERHEAD
 from .errors import ConversationError
 from .formats import FormatSpec
@@ -35,6 +37,9 @@ __all__ = [
     "default_sizer",
 ]
 
+
+#: Texts shorter than this are counted again rather than looked up.
+_MEMO_MIN_CHARS = 256
 
 #: :meth:`Sizer.tokens` remembers this many sizes (two ints each, about 10 MB in all).
 _MEMO_LIMIT = 65_536
@@ -56,9 +61,18 @@ class MessageSize:
 class Sizer:
     """Sizes of messages for one estimator and one provider format, cached per message."""
 
-    def __init__(self, estimator: Estimator | None = None, provider: str = "anthropic"):
+    def __init__(
+        self,
+        estimator: Estimator | None = None,
+        provider: str = "anthropic",
+        *,
+        memo: ByteBoundedCache | None = None,
+    ):
         self.estimator = estimator or SeedEstimator()
         self.provider = provider
+        #: Where counts of long texts are remembered (for a costly estimator; shared with
+        #: the Fitter that owns this Sizer, and bounded by its bytes).
+        self.text_memo = memo
         self._memo: dict[tuple[str, tuple[int, int]], int] = {}
         note = self.estimator.estimate(CLEARED_RESULT_NOTE)
         self.cleared_string_tokens = TOOL_OVERHEAD + note
@@ -67,7 +81,18 @@ class Sizer:
     # -- text and blocks -------------------------------------------------------------
 
     def text(self, text: str) -> int:
-        return self.estimator.estimate(text)
+        memo = self.text_memo
+        if memo is None or len(text) < _MEMO_MIN_CHARS:
+            return self.estimator.estimate(text)
+        key = (id(self.estimator), text)
+        with memo.lock:
+            hit = memo.get(key)
+        if hit is not None and hit[0] is self.estimator:
+            return int(hit[1])
+        tokens = self.estimator.estimate(text)
+        with memo.lock:
+            memo.put(key, (self.estimator, tokens), sys.getsizeof(text) + 120)
+        return tokens
 
     def block(self, block: Block) -> int:
         if isinstance(block, Text):

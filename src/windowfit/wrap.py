@@ -58,7 +58,8 @@ from typing import Any, Literal, Protocol, TypeVar, cast
 
 from .classify import ErrorInfo, ErrorKind
 from .errors import ContextOverflowError, SettingsError
-from .fitting import FitReport, FitResult, fit
+from .fitter import Fitter
+from .fitting import FitReport, FitResult
 from .models import ModelLimits, model_limits
 from .profiles import estimator_for, family_for_model
 from .retry import RetryPolicy, retry_call, retry_call_async
@@ -299,6 +300,7 @@ class WrapState:
         on_usage: Callable[[UsageRecord], object] | None,
         on_fit: Callable[[FitReport], object] | None,
         sleep: Callable[[float], Any] | None,
+        fitter: Fitter | None = None,
     ) -> None:
         if budget is not None and (
             isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0
@@ -315,6 +317,8 @@ class WrapState:
         self.on_usage = on_usage
         self.on_fit = on_fit
         self.sleep = sleep
+        #: Fits every request of this client (and owns what fitting keeps between them).
+        self.fitter = fitter if fitter is not None else Fitter()
         self.stats = WrapStats()
         self._plain = _PlainMemo()
 
@@ -383,7 +387,7 @@ class WrapState:
             tools = kwargs.get("tools") if _given(kwargs.get("tools")) else kwargs.get("functions")
         tools = _to_plain(list(tools)) if _given(tools) else None
         try:
-            result: FitResult = fit(
+            result: FitResult = self.fitter.fit(
                 messages,
                 budget=budget,
                 system=system,
@@ -774,6 +778,7 @@ def wrap(
     on_usage: Callable[[UsageRecord], object] | None = None,
     on_fit: Callable[[FitReport], object] | None = None,
     sleep: Callable[[float], Any] | None = None,
+    fitter: Fitter | None = None,
 ) -> T:
     """``client`` with every request fitted, retried and measured (module docstring).
 
@@ -789,7 +794,9 @@ def wrap(
     ``cache_control``: place Anthropic prompt-cache breakpoints. ``calibrator``: gets
     each answer's estimate and provider count (:class:`Calibrator`) and adjusts budgets.
     ``on_usage(record)`` sees each answer's :class:`UsageRecord`, ``on_fit(report)`` each
-    request's :class:`~windowfit.FitReport`. The settings and counters are at
+    request's :class:`~windowfit.FitReport`. ``fitter``: the :class:`~windowfit.Fitter`
+    that fits the requests (default: a new one, owned by the wrapped client; pass one to
+    share what it keeps between clients). The settings and counters are at
     ``wrapped.windowfit`` (a :class:`WrapState`).
     """
     provider = _provider_of(client)
@@ -805,5 +812,6 @@ def wrap(
         on_usage=on_usage,
         on_fit=on_fit,
         sleep=sleep,
+        fitter=fitter,
     )
     return cast(T, _Client(client, state, _is_async(client)))

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..classify import ErrorInfo, ErrorKind, classify_error
 from ..errors import ContextOverflowError, HistoryError, SettingsError, ToolError
-from ..fitting import fit
+from ..fitter import Fitter
 from ..instructions import add_safety_net
 from ..retry import RetryPolicy
 from ..settings import FitSettings
@@ -129,7 +129,9 @@ Shaper = Callable[[Sequence[dict[str, Any]], str, Sequence[Mapping[str, Any]]], 
 
 
 class FitShaper:
-    """The default shaper: :func:`windowfit.fit` with a budget, settings and estimator."""
+    """The default shaper: a :class:`~windowfit.Fitter` (its own, unless one is given)
+    with a budget, settings and estimator. One shaper serves every agent and sub-agent of
+    a runtime, concurrently."""
 
     def __init__(
         self,
@@ -137,10 +139,12 @@ class FitShaper:
         *,
         settings: FitSettings | str | None = None,
         estimator: Estimator | None = None,
+        fitter: Fitter | None = None,
     ) -> None:
         self.budget = budget
         self.settings = FitSettings.preset(settings) if isinstance(settings, str) else settings
         self.estimator = estimator
+        self.fitter = fitter if fitter is not None else Fitter()
 
     def __call__(
         self,
@@ -148,7 +152,7 @@ class FitShaper:
         system: str,
         tools: Sequence[Mapping[str, Any]],
     ) -> Shaped:
-        result = fit(
+        result = self.fitter.fit(
             messages,
             budget=self.budget,
             system=system,

@@ -12,10 +12,10 @@ judge a request the same way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import ConversationError
 from ._facts import Facts
 
 __all__ = ["PairingRule", "Problem", "ProblemKind"]
@@ -53,18 +53,30 @@ class PairingRule:
 
     def add(self, i: int, facts: Facts) -> Problem | None:
         """The first problem message ``i`` reveals, or ``None``."""
-        if not self.opened and facts.role not in self.system_roles:
+        return self.check(i, facts.role, facts.calls, [r[0] for r in facts.results], facts.carrier)
+
+    def check(
+        self,
+        i: int,
+        role: str,
+        calls: Sequence[str],
+        results: Sequence[str],
+        carrier: bool,
+    ) -> Problem | None:
+        """As :meth:`add`, from the parts: the message's role, the ids of the tool calls it
+        makes and of the calls its results answer, and whether it answers calls."""
+        if not self.opened and role not in self.system_roles:
             self.opened = True
-            if self.opening_roles is not None and facts.role not in self.opening_roles:
+            if self.opening_roles is not None and role not in self.opening_roles:
                 allowed = " or ".join(sorted(self.opening_roles))
                 return Problem(
                     "bad_opening",
                     i,
                     None,
-                    f"the first message must be a {allowed} message, not {facts.role}",
+                    f"the first message must be a {allowed} message, not {role}",
                 )
         open_calls = self.open_calls
-        for call_id, _, _ in facts.results:
+        for call_id in results:
             if call_id not in open_calls:
                 return Problem(
                     "orphan_result",
@@ -74,7 +86,7 @@ class PairingRule:
                     "assistant message just before it",
                 )
             del open_calls[call_id]
-        if open_calls and not facts.carrier:
+        if open_calls and not carrier:
             call_id, at = next(iter(open_calls.items()))
             open_calls.clear()
             return Problem(
@@ -83,7 +95,7 @@ class PairingRule:
                 call_id,
                 f"tool call {call_id!r} has no tool result before message {i}",
             )
-        for call_id in facts.calls:
+        for call_id in calls:
             # Ids may be reused once answered (real OpenAI runs do), never while open.
             if call_id in open_calls:
                 return Problem(
@@ -107,8 +119,3 @@ class PairingRule:
                 f"tool call {call_id!r} has no tool result (a request must answer every call)",
             )
         return None
-
-
-def raise_problem(problem: Problem, field: str | None) -> None:
-    """Raise ``problem`` as the :class:`ConversationError` a caller of ``fit`` sees."""
-    raise ConversationError(problem.text, index=problem.index, field=field)

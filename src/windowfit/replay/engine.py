@@ -43,6 +43,7 @@ from typing import Any
 
 from ..cache import CachePricing, PrefixCacheMeter
 from ..errors import MissingExtraError, SettingsError, TokenizerError, WindowfitError
+from ..formats._rules import PairingRule
 from ..logs import Run, read_runs
 from ..sizing import Sizer, default_sizer
 from ..tokens import Estimator, SeedEstimator
@@ -68,6 +69,12 @@ __all__ = [
 ]
 
 VIOLATION_KINDS = ("orphan_results", "unanswered_calls", "first_message_missing")
+_VIOLATION_OF = {
+    "orphan_result": "orphan_results",
+    "unanswered_call": "unanswered_calls",
+    "duplicate_call": "orphan_results",
+    "bad_opening": "first_message_missing",
+}
 
 
 # --------------------------------------------------------------------------------------
@@ -497,25 +504,22 @@ def measure_request(
     system_roles = conv.spec.system_roles
     first = conv.first
     looking_for_first = first >= 0
-    open_calls: set[str] = set()
+    rule = PairingRule(system_roles)  # the rule fitting uses, counted instead of raised
     result_tokens = conv.result_tokens
-    for message in out:
+    for position, message in enumerate(out):
         index, tokens, carrier, results, calls, role, neutral = conv.describe(message)
         sizes.append(tokens)
         if looking_for_first and role not in system_roles:
             looking_for_first = False
             if index != first and (index >= 0 or not _keeps(conv.neutral[first], neutral)):
                 kinds.add("first_message_missing")
-        if open_calls and not carrier:
-            kinds.add("unanswered_calls")
-            open_calls = set()
-        for call_id in results:
-            if call_id in open_calls:
-                open_calls.discard(call_id)
-            else:
-                kinds.add("orphan_results")
-        if calls:
-            open_calls = set(calls)
+        problem = rule.check(position, role, calls, results, carrier)
+        while problem is not None:
+            kinds.add(_VIOLATION_OF[problem.kind])
+            # Go on past the problem (the rest of the message, without the results already
+            # looked at), so that every kind in the request is seen.
+            again = problem.kind != "duplicate_call"
+            problem = rule.check(position, role, calls, [], carrier) if again else None
         if index >= 0:
             intact += result_tokens[index + 1] - result_tokens[index]
         elif results:
@@ -526,7 +530,7 @@ def measure_request(
                         break
     if looking_for_first:
         kinds.add("first_message_missing")
-    if open_calls:
+    if rule.finish() is not None:
         kinds.add("unanswered_calls")
     return sizes, intact, kinds
 

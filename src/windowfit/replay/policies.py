@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from ..errors import ContextOverflowError, MissingExtraError, SettingsError
-from ..fitting import fit
+from ..fitter import Fitter
 from ..settings import PRESETS, FitSettings
 from ..tokens import Estimator
 from .conversation import Conversation
@@ -120,6 +120,7 @@ class WindowfitPolicy(Policy):
         self.fit_settings = settings
         self.estimator = estimator
         self.limit: int | None = None
+        self.fitter = Fitter()  # this policy's own: replaying runs in threads stays exact
 
     def default_label(self) -> str:
         return self.preset
@@ -127,7 +128,7 @@ class WindowfitPolicy(Policy):
     def shape(self, conv: Conversation, upto: int) -> list[dict[str, Any]]:
         run = conv.run
         try:
-            result = fit(
+            result = self.fitter.fit(
                 conv.messages[:upto],
                 budget=conv.budget,
                 system=run.system,

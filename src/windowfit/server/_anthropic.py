@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..formats import get_format
+from ..formats._rules import PairingRule
 from ..sizing import MESSAGE_OVERHEAD, Sizer
 from ._cache import Segment, canonical, strip_cache_control
 from ._errors import ProviderError, anthropic_error
@@ -181,39 +182,39 @@ def _ids(message: Mapping[str, Any], kind: str, key: str) -> list[str]:
 
 
 def _check_pairing(messages: list[dict[str, Any]]) -> None:
-    """Every tool_use is answered in the next message; every tool_result answers one."""
+    """The pairing rule fitting uses (``formats/_rules.py``), answered in Anthropic's words."""
+    rule = PairingRule(_SPEC.system_roles, _SPEC.opening_roles)
     for i, message in enumerate(messages):
-        if message["role"] == "user":
-            previous = messages[i - 1] if i > 0 else None
-            calls = set(_ids(previous, "tool_use", "id")) if previous is not None else set()
-            if previous is not None and previous["role"] != "assistant":
-                calls = set()
-            content = message["content"]
-            if isinstance(content, list):
-                for j, block in enumerate(content):
-                    if block.get("type") == "tool_result" and block["tool_use_id"] not in calls:
-                        raise invalid(
-                            f"messages.{i}.content.{j}: unexpected `tool_use_id` found in "
-                            f"`tool_result` blocks: {block['tool_use_id']}. Each `tool_result` "
-                            "block must have a corresponding `tool_use` block in the previous "
-                            "message."
-                        )
-        calls_here = _ids(message, "tool_use", "id") if message["role"] == "assistant" else []
-        if calls_here:
-            following = messages[i + 1] if i + 1 < len(messages) else None
-            answered = (
-                set(_ids(following, "tool_result", "tool_use_id"))
-                if following is not None and following["role"] == "user"
-                else set()
+        content = message["content"]
+        blocks = content if isinstance(content, list) else []
+        calls = [str(b["id"]) for b in blocks if b.get("type") == "tool_use"]
+        results = [str(b["tool_use_id"]) for b in blocks if b.get("type") == "tool_result"]
+        problem = rule.check(i, message["role"], calls, results, bool(results))
+        if problem is None:
+            continue
+        if problem.kind == "orphan_result":
+            j = next(k for k, b in enumerate(blocks) if b.get("tool_use_id") == problem.call_id)
+            raise invalid(
+                f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` "
+                f"blocks: {problem.call_id}. Each `tool_result` block must have a "
+                "corresponding `tool_use` block in the previous message."
             )
-            missing = [c for c in calls_here if c not in answered]
-            if missing:
-                raise invalid(
-                    f"messages.{i + 1 if following is not None else i}: `tool_use` ids were "
-                    f"found without `tool_result` blocks immediately after: "
-                    f"{', '.join(missing)}. Each `tool_use` block must have a corresponding "
-                    "`tool_result` block in the next message."
-                )
+        if problem.kind == "unanswered_call":
+            raise invalid(
+                f"messages.{i}: `tool_use` ids were found without `tool_result` blocks "
+                f"immediately after: {problem.call_id}. Each `tool_use` block must have a "
+                "corresponding `tool_result` block in the next message."
+            )
+        if problem.kind == "bad_opening":
+            raise invalid('messages.0.role: the first message must use the "user" role')
+        raise invalid(f"messages.{i}: `tool_use` ids must be unique: {problem.call_id}")
+    problem = rule.finish()
+    if problem is not None:
+        raise invalid(
+            f"messages.{problem.index + 1}: `tool_use` ids were found without `tool_result` "
+            f"blocks immediately after: {problem.call_id}. Each `tool_use` block must have a "
+            "corresponding `tool_result` block in the next message."
+        )
 
 
 def _breakpoints(request: AnthropicRequest) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..formats import get_format
+from ..formats._rules import PairingRule, Problem
 from ..sizing import Sizer
 from ._cache import Segment, canonical
 from ._errors import ProviderError, openai_error
@@ -175,8 +176,7 @@ def _check_messages(raw: Any) -> list[dict[str, Any]]:
             code="empty_array",
         )
     messages: list[dict[str, Any]] = []
-    open_calls: list[str] = []
-    opened_at = -1
+    rule = PairingRule(_SPEC.system_roles, _SPEC.opening_roles)
     for i, message in enumerate(raw):
         where = f"messages[{i}]"
         if not isinstance(message, dict):
@@ -184,45 +184,47 @@ def _check_messages(raw: Any) -> list[dict[str, Any]]:
         role = _string(message, "role", f"{where}.role", required=True)
         if role not in _ROLES:
             raise _bad_value(f"{where}.role", role, _ROLES)
+        calls: list[str] = []
+        results: list[str] = []
         if role == "tool":
-            call_id = _string(message, "tool_call_id", f"{where}.tool_call_id", required=True)
+            results = [_string(message, "tool_call_id", f"{where}.tool_call_id", required=True)]
             _check_content(message, where, required=True)
-            if call_id not in open_calls:
-                raise openai_error(
-                    400,
-                    "Invalid parameter: messages with role 'tool' must be a response to a "
-                    "preceeding message with 'tool_calls'.",
-                    param=f"messages.[{i}].role",
-                )
-            open_calls.remove(call_id)
-            messages.append(message)
-            continue
-        if open_calls:
-            raise openai_error(
-                400,
-                "An assistant message with 'tool_calls' must be followed by tool messages "
-                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
-                f"response messages: {', '.join(open_calls)}",
-                param=f"messages.[{opened_at}].role",
-            )
-        if role == "assistant":
-            open_calls = _check_tool_calls(message, where)
-            opened_at = i
-            _check_content(
-                message, where, required=not open_calls and "function_call" not in message
-            )
+        elif role == "assistant":
+            calls = _check_tool_calls(message, where)
+            _check_content(message, where, required=not calls and "function_call" not in message)
         else:
             _check_content(message, where, required=True)
+        _pairing_error(rule.check(i, role, calls, results, role == "tool"))
         messages.append(message)
-    if open_calls:
+    _pairing_error(rule.finish())
+    return messages
+
+
+def _pairing_error(problem: Problem | None) -> None:
+    """The pairing rule fitting uses (``formats/_rules.py``), answered in OpenAI's words."""
+    if problem is None:
+        return
+    if problem.kind == "orphan_result":
+        raise openai_error(
+            400,
+            "Invalid parameter: messages with role 'tool' must be a response to a "
+            "preceeding message with 'tool_calls'.",
+            param=f"messages.[{problem.index}].role",
+        )
+    if problem.kind == "unanswered_call":
         raise openai_error(
             400,
             "An assistant message with 'tool_calls' must be followed by tool messages "
             "responding to each 'tool_call_id'. The following tool_call_ids did not have "
-            f"response messages: {', '.join(open_calls)}",
-            param=f"messages.[{opened_at}].role",
+            f"response messages: {problem.call_id}",
+            param=f"messages.[{problem.index}].role",
         )
-    return messages
+    raise openai_error(
+        400,
+        f"Invalid 'messages[{problem.index}].tool_calls': duplicate tool call id "
+        f"{problem.call_id!r}.",
+        param=f"messages.[{problem.index}].tool_calls",
+    )
 
 
 def _max_tokens(body: Mapping[str, Any]) -> int | None:
