@@ -76,9 +76,14 @@ _WHOLE_LEADS = bytes([0xE3, 0xE4, 0xE5, 0xE6, 0xE7, 0xE8, 0xE9, 0xEA, 0xEB, 0xEC
 _DROP_BUT_WHOLE = bytes(b for b in range(256) if b not in _WHOLE_LEADS)
 _DROP_BELOW_E0 = bytes(range(0xE0))
 _DROP_BUT_4BYTE_LEADS = bytes(b for b in range(256) if not 0xF0 <= b <= 0xF4)
+#: CJK behind E1 and E2 is told by the lead and the next byte alone, so it is counted with
+#: ``bytes.count`` of each two-byte prefix, faster than a pattern where those leads are
+#: common (arrows and box drawing behind E2 fill coding agents' tool output).
+_CJK_PREFIXES: dict[int, tuple[bytes, ...]] = {
+    0xE1: tuple(bytes([0xE1, b]) for b in range(0x84, 0x88)),  # U+1100-11FF
+    0xE2: tuple(bytes([0xE2, b]) for b in range(0xBA, 0xC0)),  # U+2E80-2FFF
+}
 _CJK_AFTER: dict[int, re.Pattern[bytes]] = {
-    0xE1: re.compile(rb"\xe1[\x84-\x87]"),  # U+1100-11FF
-    0xE2: re.compile(rb"\xe2[\xba-\xbf]"),  # U+2E80-2FFF
     0xF0: re.compile(  # U+1AFF0-1B16F, U+20000-3FFFF
         rb"\xf0(?:[\xa0-\xbf]|\x9a\xbf[\xb0-\xbf]|\x9b[\x80-\x84]|\x9b\x85[\x80-\xaf])"
     ),
@@ -113,6 +118,9 @@ def _breakdown_utf8(text: str, data: bytes) -> CharacterBreakdown:
     three = len(high) - four
     two = size - n - 2 * three - 3 * four
     cjk = len(high.translate(None, _DROP_BUT_WHOLE))
+    for lead, prefixes in _CJK_PREFIXES.items():
+        if lead in high:
+            cjk += sum(data.count(prefix) for prefix in prefixes)
     for lead, pattern in _CJK_AFTER.items():
         if lead in high:
             cjk += len(pattern.findall(data))
