@@ -9,9 +9,10 @@ Fitting is a pure function of the request (see :mod:`windowfit.fitting`); what a
   reused only when the facts of the messages it covers are those of the request given.
   So editing a message in place gives the answer for what it now holds, and a freshly
   parsed copy of the same conversation (a proxy's case) reuses the fold.
-* **counts of long texts**, for an estimator that is costly to run again (a real
-  tokenizer), keyed by the text itself, so that a conversation seen before is not
-  tokenized again, whether it comes as the same objects or as a fresh copy.
+* **counts of long texts** (for windowfit's own estimates, long non-ASCII texts; for a
+  costly estimator such as a real tokenizer, every long text), keyed by the text itself,
+  so that a conversation seen before is not counted again, whether it comes as the same
+  objects or as a fresh copy.
 
 Nothing a Fitter keeps refers to a message object (the text counts hold strings, within
 the bound). What it keeps is bounded by memory
@@ -103,8 +104,7 @@ class Fitter:
             if sizer is None or sizer.estimator is not estimator:
                 if len(self._sizers) >= 64:  # many short-lived estimators: start over
                     self._sizers.clear()
-                memo = None if getattr(estimator, "cheap", False) else self._texts
-                sizer = Sizer(estimator, fmt, memo=memo)
+                sizer = Sizer(estimator, fmt, memo=self._texts)
                 self._sizers[key] = sizer
             return sizer
 

@@ -73,6 +73,7 @@ class Sizer:
         #: Where counts of long texts are remembered (for a costly estimator; shared with
         #: the Fitter that owns this Sizer, and bounded by its bytes).
         self.text_memo = memo
+        self._cheap = bool(getattr(self.estimator, "cheap", False))
         self._memo: dict[tuple[str, tuple[int, int]], int] = {}
         note = self.estimator.estimate(CLEARED_RESULT_NOTE)
         self.cleared_string_tokens = TOOL_OVERHEAD + note
@@ -81,8 +82,10 @@ class Sizer:
     # -- text and blocks -------------------------------------------------------------
 
     def text(self, text: str) -> int:
+        """Tokens in ``text``. With a memo, long texts are counted once and looked up after
+        (for a cheap estimator only non-ASCII ones: its ASCII count is already O(1))."""
         memo = self.text_memo
-        if memo is None or len(text) < _MEMO_MIN_CHARS:
+        if memo is None or len(text) < _MEMO_MIN_CHARS or (self._cheap and text.isascii()):
             return self.estimator.estimate(text)
         key = (id(self.estimator), text)
         with memo.lock:

@@ -75,6 +75,7 @@ _CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
 _WHOLE_LEADS = bytes([0xE3, 0xE4, 0xE5, 0xE6, 0xE7, 0xE8, 0xE9, 0xEA, 0xEB, 0xEC, 0xED])
 _DROP_BUT_WHOLE = bytes(b for b in range(256) if b not in _WHOLE_LEADS)
 _DROP_BELOW_E0 = bytes(range(0xE0))
+_ASCII_BYTES = bytes(range(0x80))
 _DROP_BUT_4BYTE_LEADS = bytes(b for b in range(256) if not 0xF0 <= b <= 0xF4)
 #: CJK behind E1 and E2 is told by the lead and the next byte alone, so it is counted with
 #: ``bytes.count`` of each two-byte prefix, faster than a pattern where those leads are
@@ -112,21 +113,27 @@ class CharacterBreakdown:
 
 
 def _breakdown_utf8(text: str, data: bytes) -> CharacterBreakdown:
-    n, size = len(text), len(data)
-    high = data.translate(None, _DROP_BELOW_E0)  # lead bytes of 3- and 4-byte characters
+    n = len(text)
+    # Only the bytes of non-ASCII characters matter, and in text that is mostly ASCII
+    # (code, logs, tool output with a few arrows) they are few: every later pass runs on
+    # them alone. Each character's bytes stay together and in order, and a continuation
+    # byte is never a lead, so a lead followed by its next bytes still matches exactly.
+    wide = data.translate(None, _ASCII_BYTES)
+    size = len(wide)
+    high = wide.translate(None, _DROP_BELOW_E0)  # lead bytes of 3- and 4-byte characters
     four = len(high.translate(None, _DROP_BUT_4BYTE_LEADS))
     three = len(high) - four
-    two = size - n - 2 * three - 3 * four
+    two = (size - 3 * three - 4 * four) // 2
     cjk = len(high.translate(None, _DROP_BUT_WHOLE))
     for lead, prefixes in _CJK_PREFIXES.items():
         if lead in high:
-            cjk += sum(data.count(prefix) for prefix in prefixes)
+            cjk += sum(wide.count(prefix) for prefix in prefixes)
     for lead, pattern in _CJK_AFTER.items():
         if lead in high:
-            cjk += len(pattern.findall(data))
+            cjk += len(pattern.findall(wide))
     for lead, pattern in _NOT_CJK_AFTER.items():
         if lead in high:
-            cjk += high.count(lead) - len(pattern.findall(data))
+            cjk += high.count(lead) - len(pattern.findall(wide))
     ascii_count = n - two - three - four
     return CharacterBreakdown(ascii=ascii_count, cjk=cjk, other=n - ascii_count - cjk)
 
