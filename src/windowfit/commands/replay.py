@@ -16,7 +16,7 @@ from typing import Any
 
 from ..cache import CachePricing
 from ..errors import WindowfitError
-from ._io import EXIT_OK, CliError, checked_number, positive_int
+from ._io import EXIT_OK, CliError, add_input_limit, checked_number, positive_int
 
 EXIT_PARTIAL = 1
 
@@ -112,6 +112,7 @@ def register(sub: Any) -> None:
         metavar="USD",
         help="dollars per million input tokens (costs in dollars)",
     )
+    add_input_limit(p, what="a log file")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--per-run", action="store_true", help="add a table with one row per run")
     p.add_argument("--plot", metavar="OUT.png", help="draw request size over model calls")
@@ -170,7 +171,9 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     _check_tokenizer(args.tokenizer)
 
-    runs, problems = read_logs(args.paths)
+    runs, problems = read_logs(args.paths, max_bytes=args.max_input_bytes)
+    if not runs and len(problems) == 1:  # one file, one problem: one line says it all
+        raise CliError(f"{problems[0]}; no run could be read")
     for problem in problems:
         print(f"windowfit: error: {problem}", file=sys.stderr)
     if not runs:
