@@ -11,7 +11,7 @@ import pytest
 
 from windowfit.cli import main
 from windowfit.demo import chapter_text, collect, render, run_demo
-from windowfit.errors import CONTEXT_OVERFLOW_MESSAGE
+from windowfit.errors import CONTEXT_OVERFLOW_MESSAGE, WindowfitError
 from windowfit.sim import DirectoryTexts, ScenarioConfig, Scenarios
 
 #: The write-up's shape at a twentieth of the size: files beyond the hard limit per sub-agent,
@@ -189,3 +189,28 @@ def test_chapter_text_is_kept_for_the_benchmarks() -> None:
     assert text.startswith("Глава II") and 6000 <= len(text) <= 9000
     assert chapter_text(2, 1000) == text != chapter_text(2, 1000, seed=1)
     assert CONTEXT_OVERFLOW_MESSAGE not in text
+
+
+def test_the_readme_quotes_the_demos_russian_chapter() -> None:
+    """The README's Russian figures are the ones ``make demo`` prints for its chapter
+    (generated, so the same on every machine): recomputed here, compared with the text."""
+    pytest.importorskip("tiktoken", reason="needs the 'tiktoken' package (windowfit[tokenizers])")
+    import re
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as workspace:
+        try:
+            chapter = Scenarios(workspace, ScenarioConfig()).russian_chapter()
+        except WindowfitError as exc:  # the cl100k file comes from the litellm wheel
+            pytest.skip(f"needs the cl100k tokenizer file ({exc})")
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    sentence = " ".join(readme[readme.index("On the Russian chapter `make demo`") :].split())
+    sentence = sentence[: sentence.index("recomputes")]
+    quoted = [int(n.replace(",", "")) for n in re.findall(r"(?<!\w)\d[\d,]*\d(?!\w)", sentence)]
+    assert quoted == [
+        chapter["chars"],
+        chapter["estimate_chars4"],
+        chapter["estimate_script"],
+        chapter["real_tokens"],
+    ]
+    assert chapter["tokenizer"] == "cl100k" and "by cl100k" in sentence
