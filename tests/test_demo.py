@@ -127,6 +127,23 @@ def test_render(document: dict[str, Any]) -> None:
         assert line in text
 
 
+def test_each_table_says_how_to_read_it(document: dict[str, Any]) -> None:
+    lines = render(document).splitlines()
+    notes = [line for line in lines if line.startswith("  how to read: ")]
+    assert len(notes) == 3  # one per table
+    chapters = document["scenarios"]["chapters"]
+    b, a = chapters["before"], chapters["after"]
+    per_b = round(b["cost"] / b["files_read"])
+    assert f"before read {b['files_read']} of {b['files_total']} chapters" in notes[1]
+    assert f"input cost is {per_b:,} before" in notes[1]
+    subagents = document["scenarios"]["subagents"]["after"]
+    if (
+        subagents["cache_read_share"]
+        < document["scenarios"]["subagents"]["before"]["cache_read_share"]
+    ):
+        assert "cache read share is lower after" in notes[0]
+
+
 def test_run_demo_json_goes_to_stdout_progress_to_stderr() -> None:
     out, err = io.StringIO(), io.StringIO()
     assert run_demo(True, config=SMALL, scenarios=["russian"], out=out, err=err) == 0
