@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _speed import compared
 from windowfit import estimate_tokens, fit
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "texts"
@@ -257,14 +258,15 @@ def main() -> int:
         return 0
     print("\n## Estimate throughput (300k characters of each text; best of several)\n")
     has_tk = estimates and "o200k_ms" in estimates[0]
-    head = "| text | windowfit ms | o200k ms | cl100k ms | speed-up vs o200k | vs cl100k |"
+    head = "| text | windowfit ms | o200k ms | cl100k ms | windowfit vs o200k | vs cl100k |"
     print(head if has_tk else "| text | windowfit ms |")
     print("|---|---:|---:|---:|---:|---:|" if has_tk else "|---|---:|")
     for r in estimates:
         if has_tk:
             print(
                 f"| {r['text']} | {r['windowfit_ms']:.2f} | {r['o200k_ms']:.1f} | "
-                f"{r['cl100k_ms']:.1f} | {r['speedup_o200k']:.0f}x | {r['speedup_cl100k']:.0f}x |"
+                f"{r['cl100k_ms']:.1f} | {compared(r['o200k_ms'], r['windowfit_ms'], 0)} | "
+                f"{compared(r['cl100k_ms'], r['windowfit_ms'], 0)} |"
             )
         else:
             print(f"| {r['text']} | {r['windowfit_ms']:.2f} |")
@@ -298,8 +300,10 @@ def main() -> int:
         )
         print(
             f"budget {peer['budget']:,}: trim_messages {peer['langchain_ms']:.1f} ms; windowfit "
-            f"cold {peer['windowfit_cold_ms']:.1f} ms ({peer['speedup_cold']:.1f}x faster), "
-            f"warm {peer['windowfit_warm_ms']:.2f} ms ({peer['speedup_warm']:.0f}x faster)"
+            f"cold {peer['windowfit_cold_ms']:.1f} ms "
+            f"({compared(peer['langchain_ms'], peer['windowfit_cold_ms'])}), "
+            f"warm {peer['windowfit_warm_ms']:.2f} ms "
+            f"({compared(peer['langchain_ms'], peer['windowfit_warm_ms'], 0)})"
         )
     return 0
 

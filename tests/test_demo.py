@@ -135,6 +135,7 @@ def test_each_table_says_how_to_read_it(document: dict[str, Any]) -> None:
     b, a = chapters["before"], chapters["after"]
     per_b = round(b["cost"] / b["files_read"])
     assert f"before read {b['files_read']} of {b['files_total']} chapters" in notes[1]
+    assert f"after {a['files_read']}," in notes[1]
     assert f"input cost is {per_b:,} before" in notes[1]
     subagents = document["scenarios"]["subagents"]["after"]
     if (
