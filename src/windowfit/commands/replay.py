@@ -115,7 +115,18 @@ def register(sub: Any) -> None:
     add_input_limit(p, what="a log file")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--per-run", action="store_true", help="add a table with one row per run")
-    p.add_argument("--plot", metavar="OUT.png", help="draw request size over model calls")
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="show every column (the tables then run to about 200 characters); by default "
+        "they fit 100 columns, and say which columns were left out",
+    )
+    p.add_argument(
+        "--plot",
+        metavar="OUT.png",
+        help="draw request size over model calls, one panel for each of the 6 runs with the "
+        "most model calls (the figure's title says which)",
+    )
     progress = p.add_mutually_exclusive_group()
     progress.add_argument(
         "--progress",
@@ -173,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
 
     runs, problems = read_logs(args.paths, max_bytes=args.max_input_bytes)
     if not runs and len(problems) == 1:  # one file, one problem: one line says it all
-        raise CliError(f"{problems[0]}; no run could be read")
+        raise CliError(f"{problems[0]}; no run could be read from {', '.join(args.paths)}")
     for problem in problems:
         print(f"windowfit: error: {problem}", file=sys.stderr)
     if not runs:
@@ -184,14 +195,20 @@ def run(args: argparse.Namespace) -> int:
     except WindowfitError as exc:
         progress.close()
         raise CliError(str(exc)) from None
+    plotted = 0
     if args.plot:
         from ..replay.plot import plot_report
 
-        plot_report(report, args.plot)
+        plotted = plot_report(report, args.plot)
     if args.json:
         print(json.dumps(report.to_dict(), ensure_ascii=False))
     else:
-        print(text_report(report, per_run=args.per_run))
+        print(text_report(report, per_run=args.per_run, width=None if args.wide else 100))
         if args.plot:
-            print(f"\nplot written to {args.plot}")
+            which = (
+                "every run"
+                if plotted == len(report.runs)
+                else f"the {plotted} of {len(report.runs)} runs with the most model calls"
+            )
+            print(f"\nplot written to {args.plot} ({which})")
     return EXIT_PARTIAL if problems else EXIT_OK
