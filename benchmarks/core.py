@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _speed import compared
 from windowfit import Fitter, WindowfitError, estimate_tokens, fit
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "texts"
@@ -368,13 +369,6 @@ def bench_import(repeat: int = 5) -> dict[str, float]:
     }
 
 
-def ratio(theirs: float, ours: float) -> str:
-    """``theirs / ours`` said the right way round: "3.1x faster" or "2.0x slower"."""
-    if ours <= 0 or theirs <= 0:
-        return "n/a"
-    return f"{theirs / ours:.1f}x faster" if theirs >= ours else f"{ours / theirs:.1f}x slower"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -412,14 +406,15 @@ def main() -> int:
         return 0
     print("\n## Estimate throughput (300k characters of each text; best of several)\n")
     has_tk = estimates and "o200k_ms" in estimates[0]
-    head = "| text | windowfit ms | o200k ms | cl100k ms | speed-up vs o200k | vs cl100k |"
+    head = "| text | windowfit ms | o200k ms | cl100k ms | windowfit vs o200k | vs cl100k |"
     print(head if has_tk else "| text | windowfit ms |")
     print("|---|---:|---:|---:|---:|---:|" if has_tk else "|---|---:|")
     for r in estimates:
         if has_tk:
             print(
                 f"| {r['text']} | {r['windowfit_ms']:.2f} | {r['o200k_ms']:.1f} | "
-                f"{r['cl100k_ms']:.1f} | {r['speedup_o200k']:.0f}x | {r['speedup_cl100k']:.0f}x |"
+                f"{r['cl100k_ms']:.1f} | {compared(r['o200k_ms'], r['windowfit_ms'], 0)} | "
+                f"{compared(r['cl100k_ms'], r['windowfit_ms'], 0)} |"
             )
         else:
             print(f"| {r['text']} | {r['windowfit_ms']:.2f} |")
@@ -454,9 +449,9 @@ def main() -> int:
         print(
             f"budget {peer['budget']:,}: trim_messages {peer['langchain_ms']:.1f} ms; windowfit "
             f"cold {peer['windowfit_cold_ms']:.1f} ms "
-            f"({ratio(peer['langchain_ms'], peer['windowfit_cold_ms'])}), "
+            f"({compared(peer['langchain_ms'], peer['windowfit_cold_ms'])}), "
             f"warm {peer['windowfit_warm_ms']:.2f} ms "
-            f"({ratio(peer['langchain_ms'], peer['windowfit_warm_ms'])})"
+            f"({compared(peer['langchain_ms'], peer['windowfit_warm_ms'])})"
         )
     print("\n## fit against trim_messages on conversations built from the real runs\n")
     if not real:
@@ -473,7 +468,7 @@ def main() -> int:
             print(
                 f"| {r['format']} | {r['messages']:,} | {r['tokens']:,} | {trim_ms:.1f} | "
                 f"{r['cold_ms']:.1f} | {r['copy_ms']:.1f} | {r['warm_ms']:.1f} | "
-                f"{r.get('step_ms', float('nan')):.1f} | {ratio(trim_ms, r['cold_ms'])} |"
+                f"{r.get('step_ms', float('nan')):.1f} | {compared(trim_ms, r['cold_ms'])} |"
             )
     print(
         f"\n## Memory\n\nafter fitting {memory['conversations']} distinct ~1M-token "

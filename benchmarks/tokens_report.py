@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from _speed import compared
 from calibrate import (
     BACKENDS,
     TrafficRun,
@@ -369,11 +370,11 @@ def throughput_section(data: Path, backends: dict[str, Estimator], out: list[str
         slowest = min([slowest, *ratios])
         out.append(
             f"| {label} | {ours * 1e3:.2f} | {seed * 1e3:.2f} | {theirs['o200k'] * 1e3:.1f} | "
-            f"{theirs['cl100k'] * 1e3:.1f} | {theirs['o200k'] / ours:.1f}x | "
-            f"{theirs['cl100k'] / ours:.1f}x |"
+            f"{theirs['cl100k'] * 1e3:.1f} | {compared(theirs['o200k'], ours)} | "
+            f"{compared(theirs['cl100k'], ours)} |"
         )
     out.append(
-        f"\nSlowest speed-up: {slowest:.1f}x "
+        f"\nSlowest: {compared(slowest, 1.0)} than tiktoken "
         + ("(target met)." if slowest >= 10 else "(**below the 10x target** on this run).")
     )
 

@@ -25,6 +25,11 @@ settings.register_profile(
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 
+#: The one wording of every skip for missing real data, so that ``make test`` (which
+#: lists skip reasons) says the same thing, and how to fix it, everywhere.
+NEEDS_DATA = "needs ../shared/data (set WINDOWFIT_DATA)"
+
+
 def data_dir() -> Path | None:
     """The shared real data (texts and trajectories), or None where it is absent."""
     env = os.environ.get("WINDOWFIT_DATA")
@@ -40,7 +45,7 @@ def data_dir() -> Path | None:
 def shared_data() -> Path:
     path = data_dir()
     if path is None:
-        pytest.skip("the shared real data (../shared/data or WINDOWFIT_DATA) is not present")
+        pytest.skip(NEEDS_DATA)
     return path
 
 

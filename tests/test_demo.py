@@ -11,7 +11,7 @@ import pytest
 
 from windowfit.cli import main
 from windowfit.demo import chapter_text, collect, render, run_demo
-from windowfit.errors import CONTEXT_OVERFLOW_MESSAGE
+from windowfit.errors import CONTEXT_OVERFLOW_MESSAGE, WindowfitError
 from windowfit.sim import DirectoryTexts, ScenarioConfig, Scenarios
 
 #: The write-up's shape at a twentieth of the size: files beyond the hard limit per sub-agent,
@@ -127,6 +127,24 @@ def test_render(document: dict[str, Any]) -> None:
         assert line in text
 
 
+def test_each_table_says_how_to_read_it(document: dict[str, Any]) -> None:
+    lines = render(document).splitlines()
+    notes = [line for line in lines if line.startswith("  how to read: ")]
+    assert len(notes) == 3  # one per table
+    chapters = document["scenarios"]["chapters"]
+    b, a = chapters["before"], chapters["after"]
+    per_b = round(b["cost"] / b["files_read"])
+    assert f"before read {b['files_read']} of {b['files_total']} chapters" in notes[1]
+    assert f"after {a['files_read']}," in notes[1]
+    assert f"input cost is {per_b:,} before" in notes[1]
+    subagents = document["scenarios"]["subagents"]["after"]
+    if (
+        subagents["cache_read_share"]
+        < document["scenarios"]["subagents"]["before"]["cache_read_share"]
+    ):
+        assert "cache read share is lower after" in notes[0]
+
+
 def test_run_demo_json_goes_to_stdout_progress_to_stderr() -> None:
     out, err = io.StringIO(), io.StringIO()
     assert run_demo(True, config=SMALL, scenarios=["russian"], out=out, err=err) == 0
@@ -189,3 +207,28 @@ def test_chapter_text_is_kept_for_the_benchmarks() -> None:
     assert text.startswith("Глава II") and 6000 <= len(text) <= 9000
     assert chapter_text(2, 1000) == text != chapter_text(2, 1000, seed=1)
     assert CONTEXT_OVERFLOW_MESSAGE not in text
+
+
+def test_the_readme_quotes_the_demos_russian_chapter() -> None:
+    """The README's Russian figures are the ones ``make demo`` prints for its chapter
+    (generated, so the same on every machine): recomputed here, compared with the text."""
+    pytest.importorskip("tiktoken", reason="needs the 'tiktoken' package (windowfit[tokenizers])")
+    import re
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as workspace:
+        try:
+            chapter = Scenarios(workspace, ScenarioConfig()).russian_chapter()
+        except WindowfitError as exc:  # the cl100k file comes from the litellm wheel
+            pytest.skip(f"needs the cl100k tokenizer file ({exc})")
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    sentence = " ".join(readme[readme.index("On the Russian chapter `make demo`") :].split())
+    sentence = sentence[: sentence.index("recomputes")]
+    quoted = [int(n.replace(",", "")) for n in re.findall(r"(?<!\w)\d[\d,]*\d(?!\w)", sentence)]
+    assert quoted == [
+        chapter["chars"],
+        chapter["estimate_chars4"],
+        chapter["estimate_script"],
+        chapter["real_tokens"],
+    ]
+    assert chapter["tokenizer"] == "cl100k" and "by cl100k" in sentence

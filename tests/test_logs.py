@@ -28,6 +28,8 @@ from windowfit.logs import (
     read_runs,
 )
 
+from conftest import NEEDS_DATA
+
 
 def _data_dir() -> Path | None:
     candidates = [Path(__file__).resolve().parents[1].parent / "shared" / "data"]
@@ -42,8 +44,7 @@ def _data_dir() -> Path | None:
 TRAJECTORIES = _data_dir()
 needs_data = pytest.mark.skipif(
     TRAJECTORIES is None,
-    reason="real agent logs not found: expected ../shared/data/trajectories next to the "
-    "repository, or set WINDOWFIT_DATA to the data directory",
+    reason=NEEDS_DATA,
 )
 
 

@@ -33,6 +33,8 @@ from windowfit.profiles import (
 )
 from windowfit.tokens import Estimator, SeedEstimator, estimate_tokens
 
+from conftest import NEEDS_DATA
+
 TEXT_FILES = [
     "ar_bible-van-dyck.txt",
     "code_python_sweagent-agent.txt",
@@ -72,10 +74,10 @@ def _texts_dir() -> Path | None:
 def _text(name: str) -> str:
     folder = _texts_dir()
     if folder is None:
-        pytest.skip("the shared texts (../shared/data/texts or WINDOWFIT_DATA) are not present")
+        pytest.skip(NEEDS_DATA)
     path = folder / name
     if not path.is_file():
-        pytest.skip(f"{name} is not in {folder}")
+        pytest.skip(f"{NEEDS_DATA}: {name} is not in {folder}")
     return path.read_text(encoding="utf-8")
 
 

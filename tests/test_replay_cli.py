@@ -14,6 +14,7 @@ import pytest
 from windowfit.cli import main
 from windowfit.replay import ReplayConfig, parse_policies, read_logs, replay
 from windowfit.replay._progress import Progress
+from windowfit.replay.plot import caption
 from windowfit.replay.report import frontier
 
 REQUIRED = {
@@ -124,6 +125,24 @@ def test_text_tables_and_options(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "budget 40% of each run's largest request, hard limit 2x the budget" in out
 
 
+@pytest.mark.parametrize("per_run", [False, True])
+def test_text_tables_fit_100_columns_unless_wide(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], per_run: bool
+) -> None:
+    path = _good(tmp_path)
+    extra = ["--per-run"] if per_run else []
+    code, out, _ = _run_cli(capsys, str(path), "--budget", "3000", *extra, *SEED)
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 100
+    flat = " ".join(out.split())
+    assert "not shown: mean, uncached" in flat and "--wide shows every column" in flat
+    code, wide, _ = _run_cli(capsys, str(path), "--budget", "3000", "--wide", *extra, *SEED)
+    assert code == 0 and "not shown" not in wide
+    assert max(len(line) for line in wide.splitlines()) > 100
+    for header in ("requests", "mean", "uncached", "resent/break", "intact last", "peak"):
+        assert f"  {header}  " in wide.splitlines()[4] + "  "
+
+
 def test_prices_are_configurable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _good(tmp_path)
     args = (str(path), "--json", "--budget", "2000", "--policies", "raw", *SEED)
@@ -214,6 +233,7 @@ def test_nothing_readable(
     assert code == 2 and out == ""
     assert f"windowfit: error: {path}" in err and problem in err
     assert err.rstrip().endswith(f"no run could be read from {path}")
+    assert err.count("\n") == 1  # one file, one problem: one line
 
 
 def test_read_logs_reports_missing_paths(tmp_path: Path) -> None:
@@ -243,7 +263,7 @@ def test_plot_with_matplotlib(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     out_png = tmp_path / "plot.png"
     code, out, _ = _run_cli(capsys, str(path), "--plot", str(out_png), "--budget", "3000", *SEED)
     assert code == 0 and out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert f"plot written to {out_png}" in out
+    assert f"plot written to {out_png} (every run)" in out
 
 
 def test_progress_bar() -> None:
@@ -355,6 +375,7 @@ def test_plot_draws_each_policy_with_refusals_as_gaps(
 
     calls: list[tuple[str, Any]] = []
     figure = types.SimpleNamespace(
+        suptitle=lambda text, **kw: calls.append(("suptitle", text)),
         tight_layout=lambda: None,
         savefig=lambda path, dpi: Path(path).write_bytes(b"fake png"),
     )
@@ -379,3 +400,20 @@ def test_plot_draws_each_policy_with_refusals_as_gaps(
     refused = [i for i, v in enumerate(series["windowfit"]) if v is None]
     assert lines["windowfit"][1] == [i for i in range(7) if i not in refused]
     assert ("axhline", ("budget", 3000)) in calls and ("axhline", ("hard limit", 6000)) in calls
+    titles = [args for name, args in calls if name == "suptitle"]
+    assert titles == [caption(report, report.runs)] and "every run (of 1)" in titles[0]
+
+
+def test_the_plot_says_which_runs_it_draws_and_why(tmp_path: Path) -> None:
+    from windowfit.replay.plot import _chosen
+
+    short = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    runs, _ = read_logs([_good(tmp_path), _write(tmp_path, "short.json", json.dumps(short))])
+    report = replay(
+        runs, parse_policies("windowfit,raw"), ReplayConfig(budget=3000, tokenizer="seed")
+    )
+    chosen = _chosen(report, 1)
+    assert chosen == [max(report.runs, key=lambda r: r.requests)]
+    text = caption(report, chosen)
+    assert "the 1 runs with the most model calls (of 2)" in text
+    assert "one line style per policy" in text

@@ -629,7 +629,7 @@ _RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}
 ANTHROPIC_BAD: list[tuple[str, Any, str]] = [
     ("bad json", b'{"model": "m", "max_tokens": ', "not valid JSON"),
     ("not utf-8", b'{"model": "\xff\xfe"}', "not valid JSON"),
-    ("deep nesting", b"[" * 30_000 + b"]" * 30_000, "not valid JSON"),
+    ("deep nesting", b"[" * 30_000 + b"]" * 30_000, "levels deep"),
     ("a list", [1, 2], "valid dictionary"),
     ("no model", {"max_tokens": 5, "messages": []}, "model: Field required"),
     ("no max_tokens", {"model": "m", "messages": []}, "max_tokens: Field required"),

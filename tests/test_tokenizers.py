@@ -33,6 +33,8 @@ from windowfit.tokenizers import (
     split_whitespace_runs,
 )
 
+from conftest import NEEDS_DATA
+
 # Backend -> (Python package that counts, wheel that ships its file, MEASURED.md column).
 BACKENDS: dict[str, tuple[str, str, str]] = {
     "o200k": ("tiktoken", "litellm", "o200k"),
@@ -76,7 +78,7 @@ def _measured() -> tuple[Path, dict[str, dict[str, int]]]:
     """MEASURED.md's first table: file -> column -> count."""
     texts = _texts_dir()
     if texts is None:
-        pytest.skip("shared/data/texts not found (set WINDOWFIT_DATA to the data folder)")
+        pytest.skip(NEEDS_DATA)
     rows = [
         line for line in (texts / "MEASURED.md").read_text("utf-8").splitlines() if line[:1] == "|"
     ]

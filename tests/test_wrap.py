@@ -57,7 +57,10 @@ MODES = ["sync", "async"]
 
 def _chapters() -> list[str]:
     """Chapters of real public-domain novels (English and Russian) when the shared data is
-    present, else generated prose; about 1,800 characters each."""
+    present, else generated English and Russian prose; 1,800 characters each. Without the
+    data, tests must still need fitting (twelve steps of these pass the budget), so the
+    generated prose counts about as many tokens per chapter (o200k: 379 and 639, against
+    424 and 522 for the real chapters)."""
     root = data_dir()
     texts = []
     if root is not None:
@@ -65,9 +68,11 @@ def _chapters() -> list[str]:
             path = Path(root) / "texts" / name
             if path.is_file():
                 texts.append(path.read_text(encoding="utf-8")[20_000:60_000])
-    if not texts:
+    if not texts:  # as dense in tokens as the real pair, so that agents still need fitting
         texts = [
-            "Harker wrote in his journal by candlelight while the wolves howled outside. " * 600
+            "Harker wrote in his journal by candlelight while the wolves howled outside. " * 600,
+            "Пьер долго сидел у окна, глядя на тёмную улицу, и думал о том, что сказала ему "
+            "княжна Марья. " * 500,
         ]
     out = []
     for k in range(24):

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from . import __version__
 from .commands import COMMANDS
 from .commands._io import EXIT_OK, EXIT_USAGE, CliError
 
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="windowfit",
         description="Keep long LLM agent turns inside the model's context window.",
     )
+    parser.add_argument("--version", action="version", version=f"windowfit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
         importlib.import_module(f".commands.{name}", __package__).register(sub)

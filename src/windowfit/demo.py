@@ -189,6 +189,29 @@ def _common(b: dict[str, Any], a: dict[str, Any], files: str) -> list[Row]:
     ]
 
 
+def _how_to_read(b: dict[str, Any], a: dict[str, Any], unit: str) -> str:
+    """One line under a before/after table. When before was stopped early the two columns
+    cover different amounts of work, so totals do not compare and the cost per file read
+    does; and clearing (which breaks the cache) is why the cache read share can be lower
+    after."""
+    done_b, done_a, total = b["files_read"], a["files_read"], a["files_total"]
+    per_b = round(b["cost"] / max(1, done_b))
+    per_a = round(a["cost"] / max(1, done_a))
+    line = (
+        f"  how to read: before read {done_b} of {total} {unit}s, after {done_a}, so the "
+        f"totals cover different work; per {unit} read, input cost is {_n(per_b)} before and "
+        f"{_n(per_a)} after"
+    )
+    if per_a > per_b:
+        line += " (each later request carries every result still kept)"
+    if a["cache_read_share"] < b["cache_read_share"]:
+        line += (
+            f"; the cache read share is lower after because each of its "
+            f"{a['clearing_events']} clearing events rewrites the request from that point"
+        )
+    return line + "."
+
+
 def render(document: dict[str, Any]) -> str:
     """The before/after tables of a :func:`collect` document."""
     lines = [
@@ -216,6 +239,7 @@ def render(document: dict[str, Any]) -> str:
             *_common(b, a, "files read"),
         ]
         _rows(lines, rows, ("before", "after"))
+        lines.append(_how_to_read(b, a, "file"))
         lines += [f"  the parent, {m}: {entry[m]['lead']}" for m in ("before", "after")]
     if "chapters" in scenarios:
         entry = scenarios["chapters"]
@@ -227,6 +251,7 @@ def render(document: dict[str, Any]) -> str:
             f"(~{_n(round(per))} real tokens each)",
         ]
         _rows(lines, _common(b, a, "chapters read"), ("before", "after"))
+        lines.append(_how_to_read(b, a, "chapter"))
         lines += [f"  the sub-agent, {m}: {entry[m]['answer']}" for m in ("before", "after")]
     if "russian" in scenarios:
         entry = scenarios["russian"]
@@ -262,6 +287,13 @@ def render(document: dict[str, Any]) -> str:
             _row("input cost, base-price tokens", lambda x: _m(x["cost"]), b, a),
         ]
         _rows(lines, rows, ("before: chars/4", f"after: {a['estimator']}"))
+        within = "every request was" if b["peak_estimate"] <= b["budget"] else "most were"
+        lines.append(
+            f"  how to read: both read {a['files_read']} of {a['files_total']} chapters; by "
+            f"chars/4 {within} within budget, but {_n(b['over_budget_requests'])} were over it "
+            f"in real tokens, so before sends (and pays for) more: {_m(b['cost'])} against "
+            f"{_m(a['cost'])}."
+        )
     lines += [
         "",
         "Real tokens are the simulator's count; estimates are the shaper's. Cost: input "

@@ -247,20 +247,26 @@ class Run:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_runs(path: str | os.PathLike[str]) -> list[Run]:
+#: The largest log file read (``read_runs(max_bytes=...)`` changes it): a larger one, or
+#: an endless one such as ``/dev/zero``, is refused once this much has been read.
+MAX_LOG_BYTES = 256 * 1024 * 1024
+
+
+def read_runs(path: str | os.PathLike[str], *, max_bytes: int = MAX_LOG_BYTES) -> list[Run]:
     """Read every run in the log at ``path``, or in every log under a directory.
 
     A directory is read recursively in sorted order, skipping hidden files, README,
     SOURCES and LICENSE files, and markdown and CSV files. Raises
-    :class:`~windowfit.errors.LogFormatError` for a file that cannot be read as a log.
+    :class:`~windowfit.errors.LogFormatError` for a file that cannot be read as a log,
+    or that is larger than ``max_bytes``.
     """
     root = Path(path)
     if root.is_dir():
         runs: list[Run] = []
         for file in _log_files(root):
-            runs.extend(_read_file(file))
+            runs.extend(_read_file(file, max_bytes))
         return runs
-    return _read_file(root)
+    return _read_file(root, max_bytes)
 
 
 # -- files -------------------------------------------------------------------------------
@@ -286,9 +292,15 @@ class _Line:
     error: str | None = None
 
 
-def _read_file(file: Path) -> list[Run]:
-    data = file.read_bytes()
+def _read_file(file: Path, max_bytes: int = MAX_LOG_BYTES) -> list[Run]:
     where = str(file)
+    with file.open("rb") as stream:
+        data = stream.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise LogFormatError(
+            f"larger than the limit of {max_bytes:,} bytes (windowfit replay --max-input-bytes)",
+            path=where,
+        )
     if not data.strip():
         raise LogFormatError("the file is empty", path=where)
     first_error: LogFormatError

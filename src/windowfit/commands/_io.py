@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 __all__ = [
+    "DEFAULT_MAX_INPUT_BYTES",
     "EXIT_OK",
     "EXIT_OVERFLOW",
     "EXIT_USAGE",
     "CliError",
+    "add_input_limit",
+    "dumps_json",
+    "iter_text",
     "positive_int",
+    "read_chunks",
     "read_json",
     "read_text",
     "write_text",
@@ -31,24 +38,118 @@ class CliError(Exception):
     """A problem with the command's input, reported as one line with exit code 2."""
 
 
-def read_text(path: str) -> str:
-    """The UTF-8 text of ``path`` (``-`` for standard input), or a one-line CliError."""
-    if path == "-":
-        return sys.stdin.read()
+#: The most a command reads from one input unless ``--max-input-bytes`` says otherwise:
+#: far above any real request or log, and low enough that ``/dev/zero`` or an endless
+#: pipe is refused in seconds with bounded memory, rather than growing until it fails.
+DEFAULT_MAX_INPUT_BYTES = 256 * 1024 * 1024
+
+#: Bytes read per call; the limit and undecodable bytes are noticed within one of these.
+READ_CHUNK = 1024 * 1024
+
+# JSON allows no raw control character but whitespace (RFC 8259: strings must escape
+# U+0000-U+001F), so one in the input means it is not JSON whatever follows.
+_NOT_JSON = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def add_input_limit(parser: argparse.ArgumentParser, *, what: str = "an input") -> None:
+    """``--max-input-bytes N``, shared by the commands that read files."""
+    parser.add_argument(
+        "--max-input-bytes",
+        type=positive_int,
+        default=DEFAULT_MAX_INPUT_BYTES,
+        metavar="N",
+        help=f"refuse {what} larger than this (default 256 MiB, {DEFAULT_MAX_INPUT_BYTES:,} "
+        "bytes); reading stops there, so an endless input such as /dev/zero is refused "
+        "with bounded memory",
+    )
+
+
+def _size(n: int) -> str:
+    mib = n / (1024 * 1024)
+    return f"{n:,} bytes" if n < 1024 * 1024 else f"{mib:,.4g} MiB ({n:,} bytes)"
+
+
+def read_chunks(path: str, limit: int = DEFAULT_MAX_INPUT_BYTES) -> Iterator[bytes]:
+    """The bytes of ``path`` (``-``: standard input) in chunks of :data:`READ_CHUNK`; a
+    one-line CliError as soon as more than ``limit`` bytes have come (or it cannot be read)."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        stream: BinaryIO = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
     except FileNotFoundError:
         raise CliError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise CliError(f"{path}: is a directory, not a file") from None
-    except UnicodeDecodeError as exc:
-        raise CliError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise CliError(f"{path}: cannot read ({exc.strerror})") from None
+    total = 0
+    try:
+        while True:
+            try:
+                chunk = stream.read(min(READ_CHUNK, limit + 1 - total))
+            except IsADirectoryError:
+                raise CliError(f"{path}: is a directory, not a file") from None
+            except OSError as exc:
+                raise CliError(f"{path}: cannot read ({exc.strerror})") from None
+            if not chunk:
+                return
+            total += len(chunk)
+            if total > limit:
+                raise CliError(
+                    f"{path}: larger than {_size(limit)}; raise --max-input-bytes to read more"
+                )
+            yield chunk
+    finally:
+        if path != "-":
+            stream.close()
 
 
-def read_json(path: str) -> Any:
-    text = read_text(path)
+def iter_text(path: str, limit: int = DEFAULT_MAX_INPUT_BYTES) -> Iterator[str]:
+    """The UTF-8 text of ``path`` in pieces (a leading byte order mark dropped), failing
+    at the first chunk with bytes that are not UTF-8, or with a NUL byte (which no text
+    file holds), rather than after reading it all."""
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    offset = 0
+    for chunk in read_chunks(path, limit):
+        try:
+            text = decoder.decode(chunk)
+        except UnicodeDecodeError as exc:
+            raise CliError(f"{path}: not UTF-8 text (byte {offset + exc.start})") from None
+        zero = chunk.find(0)
+        if zero >= 0:  # text has no NUL; binary data (or /dev/zero) is refused at once
+            raise CliError(f"{path}: not a text file (a NUL byte at byte {offset + zero:,})")
+        offset += len(chunk)
+        if text:
+            yield text
+    try:
+        tail = decoder.decode(b"", final=True)
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{path}: not UTF-8 text (byte {offset + exc.start}, at the end)") from None
+    if tail:
+        yield tail
+
+
+def read_text(path: str, limit: int = DEFAULT_MAX_INPUT_BYTES) -> str:
+    """The UTF-8 text of ``path`` (``-`` for standard input), or a one-line CliError."""
+    return "".join(iter_text(path, limit))
+
+
+def read_json(path: str, limit: int = DEFAULT_MAX_INPUT_BYTES) -> Any:
+    """The JSON document in ``path``, or a one-line CliError. A control character that
+    JSON does not allow stops the reading at once (random bytes or ``/dev/zero`` are
+    refused after one chunk)."""
+    pieces: list[str] = []
+    seen = 0
+    for piece in iter_text(path, limit):
+        bad = _NOT_JSON.search(piece)
+        if bad is not None:
+            where = seen + bad.start()
+            raise CliError(
+                f"{path}: invalid JSON: control character U+{ord(bad.group()):04X} at "
+                f"character {where:,} (JSON allows none unescaped)"
+            )
+        seen += len(piece)
+        pieces.append(piece)
+    text = "".join(pieces)
+    del pieces
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -57,6 +158,19 @@ def read_json(path: str) -> Any:
         ) from None
     except RecursionError:
         raise CliError(f"{path}: JSON nested too deeply") from None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def dumps_json(value: Any, *, indent: int | None = None) -> str:
+    """``value`` as JSON, with text as it is, except a lone surrogate (such as
+    ``\\ud800``, which JSON allows and UTF-8 cannot carry), written as its ``\\uXXXX``
+    escape: a JSON reader gets exactly the same data back, and the output can be written
+    as UTF-8. (Outside strings json.dumps writes only ASCII, so every surrogate it leaves
+    is inside a string, where the escape means the same.)"""
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def write_text(path: str, text: str) -> None:

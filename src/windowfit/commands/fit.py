@@ -10,7 +10,16 @@ from typing import Any
 from ..errors import ContextOverflowError, WindowfitError
 from ..fitting import FitResult, fit
 from ..settings import PRESETS
-from ._io import EXIT_OK, EXIT_OVERFLOW, CliError, positive_int, read_json, write_text
+from ._io import (
+    EXIT_OK,
+    EXIT_OVERFLOW,
+    CliError,
+    add_input_limit,
+    dumps_json,
+    positive_int,
+    read_json,
+    write_text,
+)
 
 _STAGES = {
     0: "already fit: sent unchanged",
@@ -20,26 +29,85 @@ _STAGES = {
 }
 
 
+#: One line per preset for ``--help`` (a preset without a line is listed by name).
+_PRESET_HELP = {
+    "windowfit": "clears old tool results in batches down to half the budget, then drops "
+    "whole old turns; keeps the prefix stable for the prompt cache",
+    "windowfit-lean": "clears every tool result but the newest 3 once the request passes "
+    "the budget",
+    "seed": "the seed's rule: clears or drops just enough, from the current request alone",
+}
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("fit", help="fit a request (JSON message list or request body) to a budget")
     p.add_argument("file", help="JSON file, or - for standard input")
     p.add_argument("--budget", type=positive_int, required=True, help="token budget")
-    p.add_argument("--preset", choices=sorted(PRESETS), default="windowfit")
+    p.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default="windowfit",
+        help="fitting settings: "
+        + "; ".join(f"{name}: {_PRESET_HELP.get(name, name)}" for name in sorted(PRESETS))
+        + " (default windowfit)",
+    )
+    add_input_limit(p)
     p.add_argument("--format", choices=["anthropic", "openai"], help="default: detected")
     p.add_argument("--output", help="write the shaped request here (- for standard output)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(run=run)
 
 
+def _kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words (``object``, not ``dict``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _check_shapes(path: str, messages: list[Any], system: Any, tools: Any) -> None:
+    """The request's top-level shapes, checked here so that a wrong one is a one-line
+    error naming the field, whatever the fitting code would make of it."""
+    if system is not None and not isinstance(system, (str, list)):
+        raise CliError(
+            f"{path}: 'system' must be a string or a list of blocks, not {_kind(system)}"
+        )
+    if isinstance(system, list):
+        for i, block in enumerate(system):
+            if not isinstance(block, dict):
+                raise CliError(
+                    f"{path}: system[{i}] must be a block (an object), not {_kind(block)}"
+                )
+    if tools is not None and not isinstance(tools, list):
+        raise CliError(f"{path}: 'tools' must be a list of tool definitions, not {_kind(tools)}")
+    for i, tool in enumerate(tools or ()):
+        if not isinstance(tool, dict):
+            raise CliError(f"{path}: tools[{i}] must be an object, not {_kind(tool)}")
+    for i, message in enumerate(messages):
+        if isinstance(message, dict) and "role" in message:
+            role = message["role"]
+            if not isinstance(role, str):
+                raise CliError(f"{path}: message {i}: 'role' must be a string, not {_kind(role)}")
+
+
 def request_parts(path: str, data: Any) -> tuple[list[Any], Any, Any, dict[str, Any] | None]:
     """(messages, system, tools, body) from a message list or a request body."""
     if isinstance(data, list):
+        _check_shapes(path, data, None, None)
         return data, None, None, None
     if isinstance(data, dict):
         messages = data.get("messages")
         if not isinstance(messages, list):
             raise CliError(f"{path}: a request body needs a 'messages' list")
-        return messages, data.get("system"), data.get("tools"), data
+        system, tools = data.get("system"), data.get("tools")
+        _check_shapes(path, messages, system, tools)
+        return messages, system, tools, data
     raise CliError(f"{path}: expected a list of messages or a request object with 'messages'")
 
 
@@ -83,7 +151,7 @@ def table(path: str, result: FitResult) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    data = read_json(args.file)
+    data = read_json(args.file, args.max_input_bytes)
     messages, system, tools, body = request_parts(args.file, data)
     try:
         result = fit(
@@ -117,9 +185,9 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{args.file}: {exc}") from None
     if args.output:
         shaped: Any = result.messages if body is None else {**body, "messages": result.messages}
-        write_text(args.output, json.dumps(shaped, ensure_ascii=False, indent=2) + "\n")
+        write_text(args.output, dumps_json(shaped, indent=2) + "\n")
     if args.json:
-        print(json.dumps(result.report.to_dict(), ensure_ascii=False))
+        print(dumps_json(result.report.to_dict()))
     else:
         print(table(args.file, result))
         if args.output and args.output != "-":

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..cache import CachePricing
 from ..errors import WindowfitError
-from ._io import EXIT_OK, CliError, checked_number, positive_int
+from ._io import EXIT_OK, CliError, add_input_limit, checked_number, positive_int
 
 EXIT_PARTIAL = 1
 
@@ -112,9 +112,21 @@ def register(sub: Any) -> None:
         metavar="USD",
         help="dollars per million input tokens (costs in dollars)",
     )
+    add_input_limit(p, what="a log file")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--per-run", action="store_true", help="add a table with one row per run")
-    p.add_argument("--plot", metavar="OUT.png", help="draw request size over model calls")
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="show every column (the tables then run to about 200 characters); by default "
+        "they fit 100 columns, and say which columns were left out",
+    )
+    p.add_argument(
+        "--plot",
+        metavar="OUT.png",
+        help="draw request size over model calls, one panel for each of the 6 runs with the "
+        "most model calls (the figure's title says which)",
+    )
     progress = p.add_mutually_exclusive_group()
     progress.add_argument(
         "--progress",
@@ -170,7 +182,9 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     _check_tokenizer(args.tokenizer)
 
-    runs, problems = read_logs(args.paths)
+    runs, problems = read_logs(args.paths, max_bytes=args.max_input_bytes)
+    if not runs and len(problems) == 1:  # one file, one problem: one line says it all
+        raise CliError(f"{problems[0]}; no run could be read from {', '.join(args.paths)}")
     for problem in problems:
         print(f"windowfit: error: {problem}", file=sys.stderr)
     if not runs:
@@ -181,14 +195,20 @@ def run(args: argparse.Namespace) -> int:
     except WindowfitError as exc:
         progress.close()
         raise CliError(str(exc)) from None
+    plotted = 0
     if args.plot:
         from ..replay.plot import plot_report
 
-        plot_report(report, args.plot)
+        plotted = plot_report(report, args.plot)
     if args.json:
         print(json.dumps(report.to_dict(), ensure_ascii=False))
     else:
-        print(text_report(report, per_run=args.per_run))
+        print(text_report(report, per_run=args.per_run, width=None if args.wide else 100))
         if args.plot:
-            print(f"\nplot written to {args.plot}")
+            which = (
+                "every run"
+                if plotted == len(report.runs)
+                else f"the {plotted} of {len(report.runs)} runs with the most model calls"
+            )
+            print(f"\nplot written to {args.plot} ({which})")
     return EXIT_PARTIAL if problems else EXIT_OK

@@ -7,6 +7,8 @@ import sys
 from typing import Any
 
 from ..errors import MissingExtraError, TokenizerError
+from ..server._cache import DEFAULT_CACHE_BYTES
+from ..server._stats import DEFAULT_LOG_BYTES
 from ._io import EXIT_OK, CliError, checked_number, positive_int, whole
 
 _port = checked_number(
@@ -48,7 +50,8 @@ def register(sub: Any) -> None:
         action="append",
         default=[],
         metavar="KEY",
-        help="accept only this key (repeatable); without it any key is accepted",
+        help="accept only this key (repeatable), on the provider routes and on the control "
+        "routes /_sim/* (x-api-key or Authorization: Bearer); without it any key is accepted",
     )
     p.add_argument(
         "--tool-rounds",
@@ -75,6 +78,20 @@ def register(sub: Any) -> None:
         default=1024,
         metavar="N",
         help="smallest prefix the prompt cache keeps (default 1024)",
+    )
+    p.add_argument(
+        "--cache-max-bytes",
+        type=positive_int,
+        default=DEFAULT_CACHE_BYTES,
+        metavar="N",
+        help="memory the prompt cache may take (default 32 MiB; least recently used go first)",
+    )
+    p.add_argument(
+        "--log-max-bytes",
+        type=positive_int,
+        default=DEFAULT_LOG_BYTES,
+        metavar="N",
+        help="memory the log of recent requests at /_sim/stats may take (default 1 MiB)",
     )
     p.add_argument(
         "--fault",
@@ -113,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
             tool_rounds=args.tool_rounds,
             reply=args.reply,
             cache_min_tokens=args.cache_min_tokens,
+            cache_max_bytes=args.cache_max_bytes,
+            log_max_bytes=args.log_max_bytes,
             latency=args.latency,
             faults=faults,
         )

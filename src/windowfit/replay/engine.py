@@ -397,7 +397,9 @@ def log_files(directory: Path) -> list[Path]:
     return files
 
 
-def read_logs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[Run], list[LogProblem]]:
+def read_logs(
+    paths: Sequence[str | os.PathLike[str]], *, max_bytes: int | None = None
+) -> tuple[list[Run], list[LogProblem]]:
     """Every run in the given files and directories, and every file that could not be read.
 
     A directory means every log in it (recursively, sorted; hidden files, README/SOURCES/
@@ -415,7 +417,9 @@ def read_logs(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[Run], list[
         files = log_files(root) if root.is_dir() else [root]
         for file in files:
             try:
-                found = read_runs(file)
+                found = (
+                    read_runs(file) if max_bytes is None else read_runs(file, max_bytes=max_bytes)
+                )
             except WindowfitError as exc:
                 line = getattr(exc, "line", None)
                 problem = getattr(exc, "problem", str(exc))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .engine import PolicyStats, ReplayReport
 
 __all__ = [
+    "POLICY_DROP_ORDER",
     "SOURCE_NAMES",
     "Table",
     "frontier",
@@ -51,6 +53,31 @@ class Table:
             return (indent + "  ".join(parts)).rstrip()
 
         return "\n".join([line(self.headers), *(line(r) for r in self.rows)])
+
+    def width(self, indent: str = "  ") -> int:
+        """The length of the longest line :meth:`text` gives."""
+        return max(len(line) for line in self.text(indent).splitlines())
+
+    def without(self, columns: Sequence[str]) -> Table:
+        """The same table without the named columns."""
+        keep = [i for i, h in enumerate(self.headers) if h not in columns]
+        return Table([self.headers[i] for i in keep], [[r[i] for i in keep] for r in self.rows])
+
+    def narrowed(
+        self, width: int | None, drop: Sequence[str], indent: str = "  "
+    ) -> tuple[Table, list[str]]:
+        """The table without as few of the ``drop`` columns (taken in that order) as it
+        takes to fit ``width`` characters (``None``: every column), and the columns left
+        out. A table that cannot fit even without all of them is returned as narrow as
+        that."""
+        table, dropped = self, []
+        for name in drop:
+            if width is None or table.width(indent) <= width:
+                break
+            if name in table.headers:
+                table = table.without([name])
+                dropped.append(name)
+        return table, dropped
 
     def markdown(self) -> str:
         head = "| " + " | ".join(self.headers) + " |"
@@ -118,7 +145,7 @@ def policy_table(
             "resent/break",
             "intact last",
             "intact mean",
-            "violations",
+            "malformed",
         ]
     table = Table(headers)
     for label, stats in totals.items():
@@ -215,8 +242,40 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {plural}"
 
 
-def text_report(report: ReplayReport, *, per_run: bool = False) -> str:
-    """The command line's summary: totals per policy, per source, and optionally per run."""
+#: The policy table's columns in the order they are left out to fit a width: what can
+#: be derived or matters least first; policy, refusals, rejections, one cost (against
+#: raw, or in dollars with ``--price``: see :func:`text_report`), cache share, intact
+#: share and malformed requests stay.
+POLICY_DROP_ORDER = (
+    "mean",
+    "uncached",
+    "requests",
+    "resent/break",
+    "intact last",
+    "peak",
+    "breaks",
+    "over budget",
+)
+
+_NAME_CHARS = 32  # a run's name is cut to this in a narrowed per-run table
+
+
+def _fitted(table: Table, width: int | None, drop: Sequence[str], notes: set[str]) -> str:
+    narrow, dropped = table.narrowed(width, drop)
+    notes.update(dropped)
+    return narrow.text()
+
+
+def text_report(report: ReplayReport, *, per_run: bool = False, width: int | None = 100) -> str:
+    """The command line's summary: totals per policy, per source, and optionally per run.
+
+    With ``width`` (default 100 characters) columns are left out, in the order of
+    :data:`POLICY_DROP_ORDER` (per run: the limits, then policies from the last), until
+    each table fits, and a line says which; ``width=None`` shows every column."""
+    left_out: set[str] = set()
+    # Of the two costs, keep the dollars when a price was given, else the ratio to raw.
+    dollars = report.config.price_per_mtok is not None
+    drop = (*POLICY_DROP_ORDER, "x raw" if dollars else "cost cached")
     runs = report.runs
     calls = sum(r.requests for r in runs)
     files = len({r.path for r in runs})
@@ -228,27 +287,54 @@ def text_report(report: ReplayReport, *, per_run: bool = False) -> str:
         f"cache reads {report.config.pricing.read:g}x, writes {report.config.pricing.write:g}x",
         "",
         "all runs:",
-        policy_table(report.totals(), report).text(),
+        _fitted(policy_table(report.totals(), report), width, drop, left_out),
     ]
     sources = report.by_source()
     if len(sources) > 1:
         for kind, totals in sources.items():
             count = sum(1 for r in runs if r.kind == kind)
             lines += ["", f"{SOURCE_NAMES.get(kind, kind)} ({_count(count, 'run')}):"]
-            lines.append(policy_table(totals, report).text())
+            lines.append(_fitted(policy_table(totals, report), width, drop, left_out))
     if per_run:
+        table = runs_table(report)
+        if width is not None:
+            for row in table.rows:
+                if len(row[0]) > _NAME_CHARS:
+                    row[0] = row[0][: _NAME_CHARS - 3] + "..."
+        keep = {"windowfit", "raw"}
+        run_drop = ["limit", "budget", *(p for p in reversed(report.policies) if p not in keep)]
         lines += [
             "",
-            "per run (cost x raw; rejected/refused when any; !violations):",
-            runs_table(report).text(),
+            "per run (cost x raw; rejected/refused when any; !malformed):",
+            _fitted(table, width, run_drop, left_out),
+        ]
+    if left_out:
+        order = [*drop, "limit", "budget", *reversed(report.policies)]
+        names = [name for name in dict.fromkeys(order) if name in left_out]
+        lines += [
+            "",
+            _wrap(
+                f"to fit {width} columns, not shown: {', '.join(names)} "
+                "(--wide shows every column)",
+                width,
+            ),
         ]
     if report.problems:
         lines += ["", f"{len(report.problems)} log problem(s) (the rest was replayed):"]
         lines += [f"  {p}" for p in report.problems]
     lines += [
         "",
-        "refused: windowfit would not send it (nothing fits; the agent stops or asks the "
-        "person). rejected: over the hard limit. intact: share of tool-result tokens sent "
-        "unchanged.",
+        _wrap(
+            "refused: windowfit would not send it (nothing fits; the agent stops or asks the "
+            "person). rejected: over the hard limit. intact: share of tool-result tokens sent "
+            "unchanged. malformed: requests that break the provider's rules (tool pairing, "
+            "roles).",
+            width,
+        ),
     ]
+    lines[1] = _wrap(lines[1], width)
     return "\n".join(lines)
+
+
+def _wrap(text: str, width: int | None) -> str:
+    return text if width is None else textwrap.fill(text, width, break_on_hyphens=False)

@@ -22,7 +22,10 @@ real services where windowfit cares:
   tokens counted, cache reads and writes, and the last requests with their sizes).
 
 Admin routes: ``GET /_sim/stats``, ``POST /_sim/reset``, ``GET|POST|DELETE
-/_sim/faults``, ``GET /_sim/health``. The server binds to 127.0.0.1 by default.
+/_sim/faults``, ``GET /_sim/health``; when keys are configured they need one too
+(``x-api-key`` or ``Authorization: Bearer``), so that nobody who can reach the port can
+inject faults. Bodies nested more than 128 levels get a 400; the prefix cache and the
+request log are bounded in bytes. The server binds to 127.0.0.1 by default.
 
 Importing this package needs only the standard library; starlette and uvicorn (the
 ``server`` extra) are imported when a server is created.

@@ -19,6 +19,7 @@ predictable:
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import time
@@ -49,6 +50,18 @@ _log = logging.getLogger("windowfit.server")
 
 _DRAIN_LIMIT = 64 * 1024 * 1024  # an oversized body is read (and dropped) up to this much
 
+#: The deepest nesting of arrays and objects a request body may have. Counting, caching
+#: and checking walk the request recursively; past a few hundred levels Python's
+#: recursion limit is reached, so deeper bodies are refused as invalid (400) up front.
+#: Real requests (JSON schemas, tool inputs) nest a few dozen levels at most.
+MAX_JSON_DEPTH = 128
+
+#: What ``POST /_sim/faults`` accepts, quoted in the 400 for a body it cannot read.
+FAULTS_BODY_EXAMPLE = (
+    '{"faults": [{"status": 429, "retry_after": 1}, {"drop": true, "after_events": 3}, '
+    '{"delay": 0.5}], "replace": false}'
+)
+
 
 class SimState:
     """Everything the server keeps between requests."""
@@ -62,14 +75,15 @@ class SimState:
             min_tokens=config.cache_min_tokens,
             increment=config.cache_increment,
             ttl=config.cache_ttl,
+            max_bytes=config.cache_max_bytes,
         )
         self.faults = FaultQueue(config.faults)
-        self.stats = Stats()
+        self.stats = Stats(log_max_bytes=config.log_max_bytes)
 
     def reset(self) -> None:
         self.cache.clear()
         self.faults.clear()
-        self.stats = Stats()
+        self.stats = Stats(log_max_bytes=self.config.log_max_bytes)
 
     def stats_json(self) -> dict[str, Any]:
         out = self.stats.to_json()
@@ -81,6 +95,11 @@ class SimState:
             "max_body_bytes": self.config.max_body_bytes,
             "tool_rounds": self.config.tool_rounds,
             "cache_min_tokens": self.config.cache_min_tokens,
+            "cache_max_bytes": self.config.cache_max_bytes,
+            "cache_bytes": self.cache.accounted_bytes,
+            "cache_entries": len(self.cache),
+            "log_max_bytes": self.config.log_max_bytes,
+            "log_bytes": self.stats.log_bytes,
             "reserve_output": self.config.reserve_output,
         }
         return out
@@ -219,6 +238,24 @@ def _check_key(provider: Provider, request: Request, keys: tuple[str, ...]) -> s
     return key
 
 
+def _control_refusal(request: Request, keys: tuple[str, ...]) -> Response | None:
+    """401 for a control route (``/_sim/...``) when keys are configured and the request
+    carries none of them (as ``x-api-key`` or ``Authorization: Bearer``, the forms the
+    provider routes accept): otherwise anyone who can reach the port could inject faults,
+    reset counters or read the request log."""
+    if not keys:
+        return None
+    key = request.headers.get("x-api-key") or _bearer(request.headers.get("authorization"))
+    if key and any(hmac.compare_digest(key.encode(), k.encode()) for k in keys):
+        return None
+    why = "invalid API key" if key else "an API key is required"
+    return _json(
+        {"error": f"{why}: send x-api-key: KEY or Authorization: Bearer KEY"},
+        401,
+        headers={"www-authenticate": "Bearer"},
+    )
+
+
 def _too_large(provider: Provider) -> ProviderError:
     return default_error(provider, 413)
 
@@ -273,11 +310,45 @@ def _invalid_json(provider: Provider) -> ProviderError:
     return openai_error(400, _openai.BAD_JSON)
 
 
+def _too_deep(provider: Provider) -> ProviderError:
+    """400 for a body nested too deeply; the server logs it as one line (never a
+    traceback: the body is the client's mistake, and a log line per level would let a
+    5 KB request write hundreds of KB of log)."""
+    message = f"The request body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep."
+    if provider == "anthropic":
+        error = anthropic_error(400, "invalid_request_error", message)
+    else:
+        error = openai_error(400, message)
+    error.log_line = f"refused a request body nested more than {MAX_JSON_DEPTH} levels deep"
+    return error
+
+
+def nesting_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` (parsed JSON) nests lists and dicts more than ``limit`` levels.
+    Iterative, so that it cannot itself hit the recursion limit, and it stops at the first
+    path that is too deep."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
 def _parse_json(body: bytes, provider: Provider) -> Any:
+    """The parsed body; 400 for invalid JSON and for JSON nested deeper than
+    :data:`MAX_JSON_DEPTH` (the parser itself gives up near the recursion limit)."""
     try:
-        return json.loads(body)
-    except (ValueError, RecursionError):
+        data = json.loads(body)
+    except ValueError:
         raise _invalid_json(provider) from None
+    except RecursionError:
+        raise _too_deep(provider) from None
+    if isinstance(data, (dict, list)) and nesting_exceeds(data, MAX_JSON_DEPTH):
+        raise _too_deep(provider)
+    return data
 
 
 def _fault_error(provider: Provider, fault: Fault) -> ProviderError:
@@ -326,6 +397,12 @@ class _App:
             entry.status = error.status
             entry.error = error.kind
             response = _error_response(provider, error)
+            if error.log_line:
+                _log.warning("windowfit serve-sim: %s: %s", route, error.log_line)
+        except RecursionError:  # a walk deeper than the depth check foresaw: still bad input
+            entry.status = 400
+            entry.error = "invalid_request"
+            response = _error_response(provider, _too_deep(provider))
         except ClientDisconnect:
             entry.status = 499
             entry.error = "client_disconnected"
@@ -526,6 +603,18 @@ class _App:
     async def chat(self, request: Request) -> Response:
         return await self.handle(request, "openai.chat")
 
+    def control(self, handler: Any) -> Any:
+        """``handler`` behind the API key check of the control routes."""
+
+        async def guarded(request: Request) -> Response:
+            refusal = _control_refusal(request, self.state.config.api_keys)
+            if refusal is not None:
+                return refusal
+            response: Response = await handler(request)
+            return response
+
+        return guarded
+
     async def stats(self, request: Request) -> Response:
         return _json(self.state.stats_json())
 
@@ -552,7 +641,7 @@ class _App:
                 raise ValueError('expected a list of faults or {"faults": [...]}')
             new = [fault_from_json(item) for item in items]
         except (ValueError, RecursionError) as exc:
-            return _json({"error": f"bad faults: {exc}"}, 400)
+            return _json({"error": f"bad faults: {exc}; for example {FAULTS_BODY_EXAMPLE}"}, 400)
         if isinstance(data, dict) and data.get("replace") is True:
             queue.clear()
         queue.add(new)
@@ -562,6 +651,10 @@ class _App:
         return _json({"ok": True})
 
     async def not_found(self, request: Request, exc: Exception) -> Response:
+        if request.url.path == "/_sim" or request.url.path.startswith("/_sim/"):
+            refusal = _control_refusal(request, self.state.config.api_keys)
+            if refusal is not None:
+                return refusal
         status = exc.status_code if isinstance(exc, HTTPException) else 404
         anthropic = "anthropic-version" in request.headers or "x-api-key" in request.headers
         provider: Provider = "anthropic" if anthropic else "openai"
@@ -584,10 +677,10 @@ def build_app(state: SimState) -> Starlette:
         Route("/v1/messages/count_tokens", app.count_tokens, methods=["POST"]),
         Route("/v1/chat/completions", app.chat, methods=["POST"]),
         Route("/chat/completions", app.chat, methods=["POST"]),
-        Route("/_sim/stats", app.stats, methods=["GET"]),
-        Route("/_sim/reset", app.reset, methods=["POST"]),
-        Route("/_sim/faults", app.faults, methods=["GET", "POST", "DELETE"]),
-        Route("/_sim/health", app.health, methods=["GET"]),
+        Route("/_sim/stats", app.control(app.stats), methods=["GET"]),
+        Route("/_sim/reset", app.control(app.reset), methods=["POST"]),
+        Route("/_sim/faults", app.control(app.faults), methods=["GET", "POST", "DELETE"]),
+        Route("/_sim/health", app.control(app.health), methods=["GET"]),
     ]
     handlers: dict[Any, Any] = {404: app.not_found, 405: app.not_found}
     starlette = Starlette(routes=routes, exception_handlers=handlers)

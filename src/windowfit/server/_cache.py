@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -35,6 +36,7 @@ from typing import Any
 from ..tokens import Estimator
 
 __all__ = [
+    "DEFAULT_CACHE_BYTES",
     "CacheUse",
     "MemoEstimator",
     "PrefixCache",
@@ -81,16 +83,20 @@ def strip_cache_control(value: Any) -> Any:
 
 class MemoEstimator(Estimator):
     """A real tokenizer whose counts of long texts are remembered by value: an agent
-    resends its whole conversation at every step, so each long text is counted once."""
+    resends its whole conversation at every step, so each long text is counted once.
+    The remembered texts take at most ``max_bytes`` (as Python stores them: a character
+    can take 1, 2 or 4 bytes); past it the memo starts again empty."""
 
-    def __init__(self, inner: Estimator, *, min_chars: int = 1_000, max_chars: int = 64_000_000):
+    def __init__(
+        self, inner: Estimator, *, min_chars: int = 1_000, max_bytes: int = 64 * 1024 * 1024
+    ):
         self.inner = inner
         self.name = inner.name
         self.family = inner.family
         self._counts: dict[str, int] = {}
-        self._chars = 0
+        self._bytes = 0
         self._min = min_chars
-        self._max = max_chars
+        self._max = max_bytes
 
     def estimate(self, text: str) -> int:
         if len(text) < self._min:
@@ -98,16 +104,41 @@ class MemoEstimator(Estimator):
         count = self._counts.get(text)
         if count is None:
             count = self.inner.estimate(text)
-            if self._chars + len(text) > self._max:
+            size = sys.getsizeof(text)
+            if size > self._max:
+                return count
+            if self._bytes + size > self._max:
                 self._counts.clear()
-                self._chars = 0
+                self._bytes = 0
             self._counts[text] = count
-            self._chars += len(text)
+            self._bytes += size
         return count
 
 
+#: Default bound on the prefix cache's memory (see :class:`PrefixCache`).
+DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
+
+
+def _entry_bytes() -> int:
+    """What one stored prefix costs: its 48-byte key object and its expiry float, as this
+    interpreter sizes them, plus the ordered dict's share (hash table entry and index, with
+    room to grow, and the node that keeps the order), taken on the generous side: measured
+    with tracemalloc, an entry costs about 230 bytes on CPython 3.10-3.13."""
+    return sys.getsizeof(bytes(48)) + sys.getsizeof(0.0) + 160
+
+
 class PrefixCache:
-    """Stored prefixes per namespace, with a time to live and a bounded size."""
+    """Stored prefixes per namespace, with a time to live and a bound in bytes.
+
+    An entry is keyed by a fixed-size digest of its namespace and of its prefix, never by
+    the text itself: a client can send a new ``prompt_cache_key`` or model name of any
+    length with every request, and memory must not grow with what it sends. Entries are
+    evicted least recently used first once :attr:`accounted_bytes` would pass ``max_bytes``
+    (default :data:`DEFAULT_CACHE_BYTES`, 32 MiB: about 125,000 prefixes).
+    """
+
+    #: Accounted size of one entry, in bytes.
+    ENTRY_BYTES = _entry_bytes()
 
     def __init__(
         self,
@@ -115,15 +146,15 @@ class PrefixCache:
         min_tokens: int,
         increment: int,
         ttl: float,
-        capacity: int = 16_384,
+        max_bytes: int = DEFAULT_CACHE_BYTES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.min_tokens = min_tokens
         self.increment = increment
         self.ttl = ttl
-        self.capacity = capacity
+        self.max_bytes = max_bytes
         self.clock = clock
-        self._entries: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._entries: OrderedDict[bytes, float] = OrderedDict()
 
     def clear(self) -> None:
         self._entries.clear()
@@ -131,8 +162,17 @@ class PrefixCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def _has(self, namespace: str, digest: str) -> bool:
-        key = (namespace, digest)
+    @property
+    def accounted_bytes(self) -> int:
+        """The memory the entries are accounted at (at most ``max_bytes``)."""
+        return len(self._entries) * self.ENTRY_BYTES
+
+    @staticmethod
+    def _space(namespace: str) -> bytes:
+        return hashlib.sha256(namespace.encode("utf-8", "surrogatepass")).digest()[:16]
+
+    def _has(self, space: bytes, digest: bytes) -> bool:
+        key = space + digest
         expires = self._entries.get(key)
         now = self.clock()
         if expires is None:
@@ -144,23 +184,23 @@ class PrefixCache:
         self._entries.move_to_end(key)
         return True
 
-    def _put(self, namespace: str, digest: str) -> None:
-        key = (namespace, digest)
+    def _put(self, space: bytes, digest: bytes) -> None:
+        key = space + digest
         self._entries[key] = self.clock() + self.ttl
         self._entries.move_to_end(key)
-        while len(self._entries) > self.capacity:
+        while self._entries and len(self._entries) * self.ENTRY_BYTES > self.max_bytes:
             self._entries.popitem(last=False)
 
     @staticmethod
-    def _chain(segments: Sequence[Segment]) -> tuple[list[str], list[int]]:
-        digests: list[str] = []
+    def _chain(segments: Sequence[Segment]) -> tuple[list[bytes], list[int]]:
+        digests: list[bytes] = []
         totals: list[int] = []
         running = hashlib.sha256()
         total = 0
         for segment in segments:
             running.update(segment.key.encode("utf-8", "surrogatepass"))
             running.update(b"\x00")
-            digests.append(running.copy().hexdigest())
+            digests.append(running.copy().digest())
             total += segment.tokens
             totals.append(total)
         return digests, totals
@@ -170,6 +210,7 @@ class PrefixCache:
         breakpoints = [i for i, s in enumerate(segments) if s.breakpoint]
         if not breakpoints:
             return CacheUse(0, 0)
+        space = self._space(namespace)
         digests, totals = self._chain(segments)
         hit = -1
         for point in reversed(breakpoints):
@@ -178,29 +219,30 @@ class PrefixCache:
             for i in range(point, max(-1, point - _LOOKBACK - 1), -1):
                 if i <= hit:
                     break
-                if self._has(namespace, digests[i]):
+                if self._has(space, digests[i]):
                     hit = i
                     break
         read = totals[hit] if hit >= 0 else 0
         written_to = hit
         for point in breakpoints:
             if point > hit and totals[point] >= self.min_tokens:
-                self._put(namespace, digests[point])
+                self._put(space, digests[point])
                 written_to = max(written_to, point)
         write = totals[written_to] - read if written_to > hit else 0
         return CacheUse(read, write)
 
     def automatic(self, namespace: str, segments: Sequence[Segment]) -> CacheUse:
         """OpenAI's rule: the longest prefix seen before, rounded down to the step."""
+        space = self._space(namespace)
         digests, totals = self._chain(segments)
         hit = -1
         for i in range(len(segments) - 1, -1, -1):
-            if self._has(namespace, digests[i]):
+            if self._has(space, digests[i]):
                 hit = i
                 break
         for i in range(hit + 1, len(segments)):
             if totals[i] >= self.min_tokens:
-                self._put(namespace, digests[i])
+                self._put(space, digests[i])
         read = totals[hit] if hit >= 0 else 0
         if read < max(1, self.min_tokens):
             return CacheUse(0, 0)

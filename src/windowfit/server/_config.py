@@ -5,9 +5,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ._cache import DEFAULT_CACHE_BYTES
 from ._faults import Fault
+from ._stats import DEFAULT_LOG_BYTES
 
-__all__ = ["DEFAULT_CONTEXT_WINDOW", "DEFAULT_MAX_BODY_BYTES", "SimConfig"]
+__all__ = [
+    "DEFAULT_CACHE_BYTES",
+    "DEFAULT_CONTEXT_WINDOW",
+    "DEFAULT_LOG_BYTES",
+    "DEFAULT_MAX_BODY_BYTES",
+    "SimConfig",
+]
 
 #: Every current Claude model reads 200k tokens.
 DEFAULT_CONTEXT_WINDOW = 200_000
@@ -24,7 +32,8 @@ class SimConfig:
     rejected as "prompt is too long"; with ``reserve_output`` also one whose input plus
     ``max_tokens`` is above it, as current models do.
     ``api_keys``: when not empty, requests must carry one of them (``x-api-key`` or
-    ``Authorization: Bearer``), else 401; when empty, any key is accepted.
+    ``Authorization: Bearer``), else 401; when empty, any key is accepted. The control
+    routes (``/_sim/...``) need one of them too, as either header.
     ``tool_rounds``: the scripted model calls a tool while the conversation holds fewer
     than this many tool results and tools are offered; then it answers with ``reply``
     (``{results}``, ``{tokens}`` and ``{model}`` are filled in).
@@ -33,6 +42,8 @@ class SimConfig:
     the providers document).
     ``faults``: errors, delays and dropped connections served first, in order.
     ``latency``: seconds every answer waits. ``stream_chunk_chars``: text per SSE delta.
+    ``cache_max_bytes`` / ``log_max_bytes``: the memory the prefix cache and the log of
+    recent requests may take (32 MiB and 1 MiB); the least recently used go first.
     ``drain_seconds``: how long the rest of an oversized body is read (and dropped) before
     the 413 is sent, so that a client that stops sending cannot hold its answer.
     """
@@ -50,10 +61,19 @@ class SimConfig:
     latency: float = 0.0
     stream_chunk_chars: int = 12
     drain_seconds: float = 5.0
+    cache_max_bytes: int = DEFAULT_CACHE_BYTES
+    log_max_bytes: int = DEFAULT_LOG_BYTES
     faults: tuple[Fault, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        positive = ("context_window", "max_body_bytes", "cache_increment", "stream_chunk_chars")
+        positive = (
+            "context_window",
+            "max_body_bytes",
+            "cache_increment",
+            "stream_chunk_chars",
+            "cache_max_bytes",
+            "log_max_bytes",
+        )
         for name in positive:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

@@ -41,6 +41,8 @@ class ProviderError(Exception):
         self.body = body
         self.headers = headers or {}
         self.kind = kind
+        #: When set, the server logs this one line for the answer (bad input it wants seen).
+        self.log_line: str | None = None
 
 
 def anthropic_error(

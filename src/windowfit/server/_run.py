@@ -206,9 +206,10 @@ class SimServer:
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.url + path, data=data, method=method, headers={"content-type": "application/json"}
-        )
+        headers = {"content-type": "application/json"}
+        if self.config.api_keys:  # the control routes need a key when the server has keys
+            headers["x-api-key"] = self.config.api_keys[0]
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
 

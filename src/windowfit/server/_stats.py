@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from collections import Counter, deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-__all__ = ["LOG_SIZE", "RequestLog", "Stats"]
+__all__ = ["DEFAULT_LOG_BYTES", "LOG_SIZE", "MODEL_CHARS", "RequestLog", "Stats"]
 
-#: How many recent requests ``/_sim/stats`` lists.
+#: How many recent requests ``/_sim/stats`` lists, at most.
 LOG_SIZE = 200
+#: ... and how much memory they may take, at most: the oldest go first past either bound.
+DEFAULT_LOG_BYTES = 1024 * 1024
+#: A model name longer than this is cut in the log (a client chooses what it sends).
+MODEL_CHARS = 256
 
 
 @dataclass
@@ -32,11 +37,23 @@ class RequestLog:
     output_tokens: int = 0
     error: str | None = None
     fault: str | None = None
+    accounted: int = field(default=0, repr=False, compare=False)  # bytes, once finished
+
+    def size(self) -> int:
+        """The bytes this entry holds: the object and every value in it."""
+        return sys.getsizeof(self) + sum(
+            sys.getsizeof(getattr(self, f.name)) for f in fields(self) if f.name != "accounted"
+        )
 
 
 @dataclass
 class Stats:
-    """Counters since the server started (or since ``POST /_sim/reset``)."""
+    """Counters since the server started (or since ``POST /_sim/reset``).
+
+    The log of recent requests keeps at most :data:`LOG_SIZE` entries and at most
+    ``log_max_bytes`` bytes of them (default :data:`DEFAULT_LOG_BYTES`), so that
+    what clients send (a model name of any length) cannot grow the server's memory.
+    """
 
     requests: int = 0
     by_route: Counter[str] = field(default_factory=Counter)
@@ -50,16 +67,29 @@ class Stats:
     cache_write_tokens: int = 0
     output_tokens: int = 0
     max_request_tokens: int = 0
-    log: deque[RequestLog] = field(default_factory=lambda: deque(maxlen=LOG_SIZE))
+    log: deque[RequestLog] = field(default_factory=deque)
+    log_max_bytes: int = DEFAULT_LOG_BYTES
+    log_bytes: int = 0
 
     def start(self, route: str) -> RequestLog:
         self.requests += 1
         self.by_route[route] += 1
         entry = RequestLog(route)
         self.log.append(entry)
+        self._trim()
         return entry
 
+    def _trim(self) -> None:
+        while self.log and (len(self.log) > LOG_SIZE or self.log_bytes > self.log_max_bytes):
+            self.log_bytes -= self.log.popleft().accounted
+
     def finish(self, entry: RequestLog) -> None:
+        if entry.model is not None and len(entry.model) > MODEL_CHARS:
+            entry.model = f"{entry.model[:MODEL_CHARS]}... ({len(entry.model):,} characters)"
+        if any(e is entry for e in reversed(self.log)):  # not already pushed out
+            entry.accounted = entry.size()
+            self.log_bytes += entry.accounted
+            self._trim()
         self.by_status[str(entry.status)] += 1
         if entry.error is not None:
             self.errors[entry.error] += 1
@@ -89,5 +119,7 @@ class Stats:
             "cache_write_tokens": self.cache_write_tokens,
             "output_tokens": self.output_tokens,
             "max_request_tokens": self.max_request_tokens,
-            "log": [asdict(entry) for entry in self.log],
+            "log": [
+                {k: v for k, v in asdict(entry).items() if k != "accounted"} for entry in self.log
+            ],
         }
