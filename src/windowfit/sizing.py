@@ -74,6 +74,7 @@ class Sizer:
         #: the Fitter that owns this Sizer, and bounded by its bytes).
         self.text_memo = memo
         self._cheap = bool(getattr(self.estimator, "cheap", False))
+        self._estimate = self.estimator.estimate
         self._memo: dict[tuple[str, tuple[int, int]], int] = {}
         note = self.estimator.estimate(CLEARED_RESULT_NOTE)
         self.cleared_string_tokens = TOOL_OVERHEAD + note

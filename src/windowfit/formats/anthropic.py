@@ -252,7 +252,11 @@ def scan(raw: Any, index: int, counts: Counts) -> Facts:
             call_id = block.get("tool_use_id")
             if type(call_id) is not str:
                 raise not_a_string(call_id, index, f"content[{k}].tool_use_id")
-            n, cleared = _result_size(block, index, k, counts)
+            inner = block.get("content")
+            if type(inner) is str and "is_error" not in block:  # the common case, inline
+                n, cleared = TOOL_OVERHEAD + estimate(inner), counts.cleared_string_tokens
+            else:
+                n, cleared = _result_size(block, index, k, counts)
             results.append((call_id, n, cleared))
             tokens += n
             continue
