@@ -146,16 +146,16 @@ _HI = [{"role": "user", "content": "hi"}]
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ({"system": 5, "messages": _HI}, "'system' must be a string or a list of blocks"),
+        ({"system": 5, "messages": _HI}, "'system': must be a string or a list of blocks"),
         ({"system": {"text": "x"}, "messages": _HI}, "not an object"),
-        ({"system": [5], "messages": _HI}, "system[0] must be a block"),
-        ({"tools": 5, "messages": _HI}, "'tools' must be a list"),
-        ({"tools": {"name": "t"}, "messages": _HI}, "'tools' must be a list"),
-        ({"tools": ["t"], "messages": _HI}, "tools[0] must be an object, not a string"),
+        ({"system": [5], "messages": _HI}, "'system[0]': a block must be a JSON object"),
+        ({"tools": 5, "messages": _HI}, "'tools': must be a list"),
+        ({"tools": {"name": "t"}, "messages": _HI}, "'tools': must be a list"),
+        ({"tools": ["t"], "messages": _HI}, "'tools[0]': a tool definition must be a JSON object"),
         ({"messages": 5}, "needs a 'messages' list"),
-        ([{"role": {"a": 1}, "content": "hi"}], "message 0: 'role' must be a string"),
+        ([{"role": {"a": 1}, "content": "hi"}], "message 0, field 'role': must be a string"),
         ([{"role": ["user"], "content": "hi"}], "not a list"),
-        ({"messages": [*_HI, {"role": 7, "content": "x"}]}, "message 1: 'role'"),
+        ({"messages": [*_HI, {"role": 7, "content": "x"}]}, "message 1, field 'role'"),
         ("just text", "expected a list of messages"),
     ],
 )

@@ -20,16 +20,6 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at st
 if TYPE_CHECKING:
     from .calibration import Correction, UsageCalibrator, provider_input_tokens
     from .classify import ErrorInfo, ErrorKind, classify_error, is_context_overflow
-    from .errors import (
-        CONTEXT_OVERFLOW_MESSAGE,
-        ContextOverflowError,
-        ConversationError,
-        LogFormatError,
-        MissingExtraError,
-        SettingsError,
-        TokenizerError,
-        WindowfitError,
-    )
     from .fitter import DEFAULT_MAX_BYTES, Fitter
     from .fitting import FitReport, FitResult, fit
     from .formats import detect_format
@@ -54,10 +44,7 @@ if TYPE_CHECKING:
 #: pays for asyncio, the SDK wrappers or the error-classification tables.
 _LAZY: dict[str, str] = {
     "CLEARED_RESULT_NOTE": ".instructions",
-    "CONTEXT_OVERFLOW_MESSAGE": ".errors",
     "CharacterBreakdown": ".tokens",
-    "ContextOverflowError": ".errors",
-    "ConversationError": ".errors",
     "Correction": ".calibration",
     "DEFAULT_MAX_BYTES": ".fitter",
     "ErrorInfo": ".classify",
@@ -68,8 +55,6 @@ _LAZY: dict[str, str] = {
     "FitResult": ".fitting",
     "FitSettings": ".settings",
     "Fitter": ".fitter",
-    "LogFormatError": ".errors",
-    "MissingExtraError": ".errors",
     "ModelLimits": ".models",
     "PRESETS": ".settings",
     "Profile": ".profiles",
@@ -77,13 +62,10 @@ _LAZY: dict[str, str] = {
     "RetryPolicy": ".retry",
     "SAFETY_NET": ".instructions",
     "SeedEstimator": ".tokens",
-    "SettingsError": ".errors",
     "Sizer": ".sizing",
     "TRIMMED_CONVERSATION_NOTE": ".instructions",
-    "TokenizerError": ".errors",
     "UsageCalibrator": ".calibration",
     "UsageRecord": ".wrap",
-    "WindowfitError": ".errors",
     "add_safety_net": ".instructions",
     "add_safety_net_to_messages": ".instructions",
     "breakdown": ".tokens",

@@ -58,56 +58,17 @@ def register(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def _kind(value: Any) -> str:
-    """What a JSON value is, in JSON's words (``object``, not ``dict``)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "a list" if isinstance(value, list) else "an object"
-
-
-def _check_shapes(path: str, messages: list[Any], system: Any, tools: Any) -> None:
-    """The request's top-level shapes, checked here so that a wrong one is a one-line
-    error naming the field, whatever the fitting code would make of it."""
-    if system is not None and not isinstance(system, (str, list)):
-        raise CliError(
-            f"{path}: 'system' must be a string or a list of blocks, not {_kind(system)}"
-        )
-    if isinstance(system, list):
-        for i, block in enumerate(system):
-            if not isinstance(block, dict):
-                raise CliError(
-                    f"{path}: system[{i}] must be a block (an object), not {_kind(block)}"
-                )
-    if tools is not None and not isinstance(tools, list):
-        raise CliError(f"{path}: 'tools' must be a list of tool definitions, not {_kind(tools)}")
-    for i, tool in enumerate(tools or ()):
-        if not isinstance(tool, dict):
-            raise CliError(f"{path}: tools[{i}] must be an object, not {_kind(tool)}")
-    for i, message in enumerate(messages):
-        if isinstance(message, dict) and "role" in message:
-            role = message["role"]
-            if not isinstance(role, str):
-                raise CliError(f"{path}: message {i}: 'role' must be a string, not {_kind(role)}")
-
-
 def request_parts(path: str, data: Any) -> tuple[list[Any], Any, Any, dict[str, Any] | None]:
     """(messages, system, tools, body) from a message list or a request body."""
     if isinstance(data, list):
-        _check_shapes(path, data, None, None)
         return data, None, None, None
     if isinstance(data, dict):
         messages = data.get("messages")
         if not isinstance(messages, list):
             raise CliError(f"{path}: a request body needs a 'messages' list")
-        system, tools = data.get("system"), data.get("tools")
-        _check_shapes(path, messages, system, tools)
-        return messages, system, tools, data
+        # Wrong shapes inside (system, tools, roles...) are fit's ConversationErrors,
+        # which name the field: one line, exit 2.
+        return messages, data.get("system"), data.get("tools"), data
     raise CliError(f"{path}: expected a list of messages or a request object with 'messages'")
 
 
