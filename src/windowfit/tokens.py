@@ -179,7 +179,7 @@ class Estimator(ABC):
 
     def estimate_message(self, message: Mapping[str, Any], format: str | None = None) -> int:
         """Tokens of one provider-format message (Anthropic or OpenAI chat, detected),
-        overheads included; computed once per message object and remembered."""
+        overheads included."""
         from .formats import detect_format, get_format
         from .sizing import default_sizer
 

@@ -165,17 +165,24 @@ def _to_plain(value: Any) -> Any:
 
 
 class _PlainMemo:
-    """Plain versions of messages, made once per message object (messages never change
-    once written), so that fitting's per-message caches keep working."""
+    """Plain versions of SDK message objects (a reply's content blocks appended to the
+    history), made once per object: converting them at every request costs more than
+    fitting. Plain dicts are returned as they are and not remembered, so an edit in place
+    is always seen and nothing of them is kept."""
 
     def __init__(self) -> None:
         self._memo: dict[int, tuple[Any, Any]] = {}
 
     def __call__(self, message: Any) -> Any:
+        try:
+            if _is_plain(message):
+                return message
+        except RecursionError:  # too deep to send: fitting says so, naming the field
+            return message
         hit = self._memo.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
-        plain = message if _is_plain(message) else _to_plain(message)
+        plain = _to_plain(message)
         if len(self._memo) >= _MEMO_LIMIT:
             self._memo.clear()
         self._memo[id(message)] = (message, plain)
