@@ -64,6 +64,20 @@ def add_input_limit(parser: argparse.ArgumentParser, *, what: str = "an input") 
     )
 
 
+def add_progress_flags(parser: argparse.ArgumentParser, *, shown: str) -> None:
+    """``--progress`` / ``--no-progress`` (default: when standard error is a terminal),
+    shared by the commands that report progress; ``shown`` says what is shown."""
+    progress = parser.add_mutually_exclusive_group()
+    progress.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help=f"{shown} on standard error (default: when it is a terminal)",
+    )
+    progress.add_argument("--no-progress", dest="progress", action="store_false")
+
+
 def _size(n: int) -> str:
     mib = n / (1024 * 1024)
     return f"{n:,} bytes" if n < 1024 * 1024 else f"{mib:,.4g} MiB ({n:,} bytes)"

@@ -16,7 +16,14 @@ from typing import Any
 
 from ..cache import CachePricing
 from ..errors import WindowfitError
-from ._io import EXIT_OK, CliError, add_input_limit, checked_number, positive_int
+from ._io import (
+    EXIT_OK,
+    CliError,
+    add_input_limit,
+    add_progress_flags,
+    checked_number,
+    positive_int,
+)
 
 EXIT_PARTIAL = 1
 
@@ -127,15 +134,7 @@ def register(sub: Any) -> None:
         help="draw request size over model calls, one panel for each of the 6 runs with the "
         "most model calls (the figure's title says which)",
     )
-    progress = p.add_mutually_exclusive_group()
-    progress.add_argument(
-        "--progress",
-        dest="progress",
-        action="store_true",
-        default=None,
-        help="show a progress bar on standard error (default: when it is a terminal)",
-    )
-    progress.add_argument("--no-progress", dest="progress", action="store_false")
+    add_progress_flags(p, shown="show a progress bar")
     p.set_defaults(run=run)
 
 

@@ -36,7 +36,7 @@ from typing import Any
 from ..errors import SettingsError, WindowfitError
 from ..profiles import FAMILIES, ProfileEstimator, estimator_for, family_for_model
 from ..tokens import CharacterBreakdown, Estimator, breakdown
-from ._io import EXIT_OK, CliError, add_input_limit, dumps_json, iter_text
+from ._io import EXIT_OK, CliError, add_input_limit, add_progress_flags, dumps_json, iter_text
 
 #: Characters per piece when a long input is counted in pieces (see the module docstring).
 PIECE_CHARS = 2_000_000
@@ -61,15 +61,7 @@ def register(sub: Any) -> None:
         help="count with this real tokenizer only (repeatable; default: every one installed)",
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
-    progress = p.add_mutually_exclusive_group()
-    progress.add_argument(
-        "--progress",
-        dest="progress",
-        action="store_true",
-        default=None,
-        help="report progress on standard error (default: when it is a terminal)",
-    )
-    progress.add_argument("--no-progress", dest="progress", action="store_false")
+    add_progress_flags(p, shown="report progress")
     add_input_limit(p)
     p.set_defaults(run=run)
 

@@ -7,9 +7,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .._overheads import BLOCK_OVERHEAD
 from ..errors import ConversationError
+from ..images import image_tokens
 from ..messages import Message
-from ._facts import Facts, describe
+from ._facts import Facts, describe, json_text
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,16 @@ class Counts(Protocol):
     cleared_list_tokens: int
 
     def text(self, text: str) -> int: ...
+
+
+def image_size(source: Any, index: int, field: str, counts: Counts) -> int:
+    """An image block's size, after checking that its source is a JSON object."""
+    if not isinstance(source, Mapping):
+        raise ConversationError(
+            f"an image needs a source object, not {describe(source)}", index=index, field=field
+        )
+    json_text(source, index, field)
+    return BLOCK_OVERHEAD + image_tokens(source, counts.provider)
 
 
 def not_a_string(value: Any, index: int, field: str) -> ConversationError:

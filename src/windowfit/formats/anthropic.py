@@ -13,12 +13,12 @@ from typing import Any
 
 from .._overheads import BLOCK_OVERHEAD, MESSAGE_OVERHEAD, TOOL_OVERHEAD
 from ..errors import ConversationError
-from ..images import image_tokens
 from ..messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
 from ._common import (
     Counts,
     FormatSpec,
     arguments_json,
+    image_size,
     not_a_string,
     require_mapping,
     require_str,
@@ -310,15 +310,7 @@ def _other_block_size(
             raise not_a_string(text, index, f"{where}.text")
         return BLOCK_OVERHEAD + counts.text(text)
     if kind == "image":
-        source = block.get("source")
-        if type(source) is not dict and not isinstance(source, Mapping):
-            raise ConversationError(
-                f"an image block needs a source object, not {describe(source)}",
-                index=index,
-                field=f"{where}.source",
-            )
-        json_text(source, index, f"{where}.source")
-        return BLOCK_OVERHEAD + image_tokens(source, counts.provider)
+        return image_size(block.get("source"), index, f"{where}.source", counts)
     if kind == "thinking":
         text = block.get("thinking")
         if type(text) is not str:

@@ -15,7 +15,6 @@ from typing import Any
 
 from .._overheads import BLOCK_OVERHEAD, MESSAGE_OVERHEAD, TOOL_OVERHEAD
 from ..errors import ConversationError
-from ..images import image_tokens
 from ..messages import (
     Block,
     ContentForm,
@@ -27,7 +26,15 @@ from ..messages import (
     ToolCall,
     ToolResult,
 )
-from ._common import Counts, FormatSpec, not_a_string, require_mapping, require_str, rest
+from ._common import (
+    Counts,
+    FormatSpec,
+    image_size,
+    not_a_string,
+    require_mapping,
+    require_str,
+    rest,
+)
 from ._facts import Facts, describe, json_text
 
 __all__ = ["SPEC", "from_message", "scan", "to_message"]
@@ -315,15 +322,7 @@ def _parts_size(content: Any, index: int, counts: Counts) -> int:
                 raise not_a_string(text, index, f"{where}.text")
             n += BLOCK_OVERHEAD + counts.text(text)
         elif kind == "image_url":
-            source = part.get("image_url")
-            if type(source) is not dict and not isinstance(source, Mapping):
-                raise ConversationError(
-                    f"must be a JSON object, not {describe(source)}",
-                    index=index,
-                    field=f"{where}.image_url",
-                )
-            json_text(source, index, f"{where}.image_url")
-            n += BLOCK_OVERHEAD + image_tokens(source, counts.provider)
+            n += image_size(part.get("image_url"), index, f"{where}.image_url", counts)
         elif type(kind) is not str:
             raise not_a_string(kind, index, f"{where}.type")
         else:
