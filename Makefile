@@ -12,9 +12,19 @@ STAMP := $(VENV)/.windowfit-installed
 # packages, so they are installed without their (large) dependency trees.
 TOKENIZER_DATA := litellm mistral-common
 
-.PHONY: demo test lint types unit bench clean setup
+.PHONY: demo test lint types unit bench clean setup clients
 
-setup: $(STAMP)
+setup: $(STAMP) clients
+
+# The real agent clients (Claude Code, Codex) that end-to-end tests drive offline, pinned in
+# clients/package-lock.json. Skipped with a notice where npm is missing (their tests then skip).
+CLIENTS_STAMP := clients/node_modules/.windowfit-installed
+clients: $(CLIENTS_STAMP)
+
+$(CLIENTS_STAMP): clients/package.json clients/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix clients --no-audit --no-fund --loglevel=error && touch $(CLIENTS_STAMP); \
+	else echo "npm not found: the Claude Code / Codex end-to-end tests will skip"; fi
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,17 +33,17 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(TOKENIZER_DATA)
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: setup
 	$(BIN)/windowfit demo
 
-lint: $(STAMP)
+lint: setup
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 
-types: $(STAMP)
+types: setup
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: setup
 	$(BIN)/pytest
 
 test: lint types unit

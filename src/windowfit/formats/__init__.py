@@ -14,8 +14,19 @@ from typing import Any, Literal
 from ..errors import ConversationError
 from . import anthropic, openai_chat
 from ._common import FormatSpec
+from ._dialect import Dialect, RequestParts, Usage
 
-__all__ = ["FORMATS", "FormatName", "FormatSpec", "detect_format", "get_format"]
+__all__ = [
+    "DIALECTS",
+    "FORMATS",
+    "Dialect",
+    "FormatName",
+    "FormatSpec",
+    "RequestParts",
+    "Usage",
+    "detect_format",
+    "get_format",
+]
 
 FormatName = Literal["anthropic", "openai"]
 
@@ -23,6 +34,9 @@ FORMATS: dict[str, FormatSpec] = {
     "anthropic": anthropic.SPEC,
     "openai": openai_chat.SPEC,
 }
+
+#: The whole-API dialects (request body, usage, stream events, error bodies), by name.
+DIALECTS: dict[str, Dialect] = {}
 
 _OPENAI_ONLY_ROLES = {"tool", "system", "developer", "function"}
 _ANTHROPIC_BLOCK_TYPES = {
