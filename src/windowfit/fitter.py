@@ -60,6 +60,7 @@ class _Checked:
     fold: Fold
     open_calls: dict[str, int]
     opened: bool
+    last_role: str | None = None
 
 
 class Fitter:
@@ -219,6 +220,7 @@ class Fitter:
         rule = PairingRule.for_format(spec)
         rule.open_calls = dict(checked.open_calls)
         rule.opened = checked.opened
+        rule.last_role = checked.last_role
         fold = checked.fold
         for i in range(len(fold.facts), len(facts)):
             problem = rule.add(i, facts[i])
@@ -227,6 +229,7 @@ class Fitter:
             fold.add(facts[i])
         checked.open_calls = dict(rule.open_calls)
         checked.opened = rule.opened
+        checked.last_role = rule.last_role
         problem = rule.finish()
         if problem is not None:
             raise _error(problem, spec, messages)

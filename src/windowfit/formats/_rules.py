@@ -56,7 +56,7 @@ class PairingRule:
         self.merges_assistants = merges_assistants
         self.open_calls: dict[str, int] = {}  # call id -> index of the assistant message
         self.opened = False
-        self._last_role: str | None = None
+        self.last_role: str | None = None  # of the message checked last
 
     @classmethod
     def for_format(cls, spec: FormatSpec) -> PairingRule:
@@ -88,7 +88,7 @@ class PairingRule:
                     f"the first message must be a {allowed} message, not {role}",
                 )
         open_calls = self.open_calls
-        previous, self._last_role = self._last_role, role
+        previous, self.last_role = self.last_role, role
         for call_id in results:
             if call_id not in open_calls:
                 return Problem(
