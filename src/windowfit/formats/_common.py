@@ -37,6 +37,10 @@ class FormatSpec:
     strip: Callable[[Any], dict[str, Any]]
     #: Roles the first non-system message may have (``None``: any).
     opening_roles: frozenset[str] | None = None
+    #: Each message is one item of a round (OpenAI Responses): consecutive ``assistant``
+    #: messages (reasoning, text, tool calls) make one round, that is one request point
+    #: and one place a cut may fall, and the round's calls are answered after all of it.
+    item_rounds: bool = False
 
 
 def require_mapping(value: Any, index: int, what: str) -> Mapping[str, Any]:
