@@ -9,6 +9,7 @@ import copy
 import inspect
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -318,3 +319,31 @@ def test_a_mid_stream_fault_is_an_error_event(sim: SimServer) -> None:
         events = [json.loads(x[6:]) for x in reply.iter_lines() if x.startswith("data: ")]
     assert [e["type"] for e in events] == ["response.created", "response.in_progress", "error"]
     assert events[-1]["sequence_number"] == 2
+
+
+def _readme_block() -> str:
+    """The python block of the README's "OpenAI Responses" section, as written."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### OpenAI Responses", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.slow
+def test_the_readme_responses_loop_runs_against_serve_sim(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ``from windowfit.wrap import ...`` above left the submodule at ``windowfit.wrap``
+    # (Python sets a package's attribute when it imports a submodule); a script that only
+    # does ``import windowfit`` sees the function, as here.
+    monkeypatch.setattr(windowfit, "wrap", wrap)
+    code = _readme_block()
+    assert 'base_url="http://127.0.0.1:8080/v1"' in code
+    with SimServer(SimConfig(tool_rounds=40)) as server:
+        scope: dict[str, Any] = {}
+        exec(code.replace("http://127.0.0.1:8080/v1", server.openai_url), scope)
+        stats = server.stats()
+    assert capsys.readouterr().out == "Done: I read 40 tool results. 1\n"
+    report = scope["client"].windowfit.stats.last_report
+    assert report.stage == 1 and report.tokens_before > 200_000
+    assert stats["by_status"] == {"200": 41}
+    assert stats["max_request_tokens"] <= 200_000 - 1024
