@@ -217,7 +217,7 @@ class Fitter:
                 MESSAGE_OVERHEAD + BLOCK_OVERHEAD + sizer.text(TRIMMED_CONVERSATION_NOTE) + 2
             )
             checked = _Checked(Fold(budget, settings, fixed, note_cost, spec), {}, False)
-        rule = PairingRule(spec.system_roles, spec.opening_roles, spec.item_rounds)
+        rule = PairingRule.for_format(spec)
         rule.open_calls = dict(checked.open_calls)
         rule.opened = checked.opened
         rule.last_role = checked.last_role

@@ -37,9 +37,12 @@ class FormatSpec:
     strip: Callable[[Any], dict[str, Any]]
     #: Roles the first non-system message may have (``None``: any).
     opening_roles: frozenset[str] | None = None
+    #: The API joins consecutive assistant messages into one (their calls answered after
+    #: the last of them).
+    merges_assistants: bool = False
     #: Each message is one item of a round (OpenAI Responses): consecutive ``assistant``
     #: messages (reasoning, text, tool calls) make one round, that is one request point
-    #: and one place a cut may fall, and the round's calls are answered after all of it.
+    #: and one place a cut may fall (the pairing of such rounds is ``merges_assistants``).
     item_rounds: bool = False
 
 

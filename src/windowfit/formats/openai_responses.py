@@ -338,6 +338,7 @@ SPEC = FormatSpec(
     calls_field="call_id",
     clear=clear,
     strip=strip,
+    merges_assistants=True,
     item_rounds=True,
 )
 

@@ -217,7 +217,7 @@ def segments(request: ResponsesRequest, sizer: Sizer) -> list[Segment]:
                 sizer.system(request.instructions),
             )
         )
-    rule = PairingRule(_SPEC.system_roles, _SPEC.opening_roles, _SPEC.item_rounds)
+    rule = PairingRule.for_format(_SPEC)
     for i, raw in enumerate(request.items):
         facts = _SPEC.scan(raw, i, sizer)
         _pairing_error(rule.add(i, facts))
