@@ -37,6 +37,8 @@ class FormatSpec:
     strip: Callable[[Any], dict[str, Any]]
     #: Roles the first non-system message may have (``None``: any).
     opening_roles: frozenset[str] | None = None
+    #: The role of the model's own messages (Gemini says ``model``).
+    assistant_role: str = "assistant"
 
 
 def require_mapping(value: Any, index: int, what: str) -> Mapping[str, Any]:

@@ -12,7 +12,8 @@ by ``--fault SPEC`` flags, :class:`SimConfig.faults <windowfit.server.SimConfig>
     delay=1.5               the answer comes 1.5 s late (and is otherwise normal)
 
 ``route`` restricts a fault to one kind of request: ``anthropic`` (both Anthropic routes),
-``anthropic.messages``, ``anthropic.count_tokens`` or ``openai`` (``openai.chat``).
+``anthropic.messages``, ``anthropic.count_tokens``, ``openai`` (``openai.chat``) or
+``gemini`` (``gemini.generate``, ``gemini.stream``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ from typing import Any
 __all__ = ["ROUTES", "Fault", "FaultQueue", "fault_from_json", "parse_fault"]
 
 #: The provider routes a fault can be restricted to.
-ROUTES = ("anthropic.messages", "anthropic.count_tokens", "openai.chat")
+ROUTES = (
+    "anthropic.messages",
+    "anthropic.count_tokens",
+    "openai.chat",
+    "gemini.generate",
+    "gemini.stream",
+)
 
 _MAX_DELAY = 600.0
 
