@@ -24,7 +24,8 @@ declarations the SDK makes of them).
 The SDK retries nothing unless ``HttpOptions(retry_options=...)`` asks it to; with such
 options both would retry, so leave them out of a wrapped client. Automatic function
 calling (Python functions as tools) sends follow-up requests from inside one call that
-windowfit does not see: only the first is fitted. Streams are retried until their first
+windowfit does not see: only the first is fitted. ``client.chats`` sessions are the
+SDK's own (they call the unwrapped models), unfitted. Streams are retried until their first
 chunk arrives (that is when the SDK sends the request); usage is read from the chunks as
 they pass, the last one holding the final counts.
 """
@@ -194,7 +195,12 @@ def _tools_json(tools: Any) -> list[Any] | None:
     out = []
     for tool in tools:
         if callable(tool) and not hasattr(tool, "model_dump"):
-            declaration = types.FunctionDeclaration.from_callable_with_api_option(callable=tool)
+            try:  # the declaration the SDK makes of a Python function (and sends)
+                declaration = types.FunctionDeclaration.from_callable_with_api_option(
+                    callable=tool, use_json_schema=True
+                )
+            except Exception:  # a function the SDK cannot describe: it says so when sending
+                continue
             out.append({"functionDeclarations": [_dump(declaration)]})
         elif isinstance(tool, Mapping):
             out.append(dict(tool) if _is_json(tool) else _dump(types.Tool.model_validate(tool)))

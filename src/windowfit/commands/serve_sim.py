@@ -28,11 +28,12 @@ def register(sub: Any) -> None:
         help="run a local Anthropic/OpenAI-compatible server with a scripted model",
         description=(
             "Serve the Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens) "
-            "and OpenAI Chat Completions (POST /v1/chat/completions) with a scripted model "
+            "OpenAI Chat Completions (POST /v1/chat/completions) and Gemini (POST "
+            "/v1beta/models/MODEL:generateContent, :streamGenerateContent) with a scripted model "
             "that enforces a context window counted with a real tokenizer. Counters at "
             "GET /_sim/stats; faults on demand with --fault or POST /_sim/faults. "
-            "Anthropic clients use base_url=http://HOST:PORT, OpenAI clients "
-            "base_url=http://HOST:PORT/v1."
+            "Anthropic and google-genai clients use base_url=http://HOST:PORT, OpenAI "
+            "clients base_url=http://HOST:PORT/v1."
         ),
     )
     p.add_argument("--port", type=_port, required=True, help="port to listen on (0: any free)")
