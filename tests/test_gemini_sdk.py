@@ -363,3 +363,22 @@ def test_tool_choice_and_output_limit(sim: SimServer) -> None:
     got = post(sim, f"/v1/models/{MODEL}:generateContent", limited).json()
     assert got["candidates"][0]["finishReason"] == "MAX_TOKENS"
     assert got["usageMetadata"]["candidatesTokenCount"] == 3
+
+
+@pytest.mark.parametrize("alt", ["?alt=sse", ""])
+def test_a_fault_in_the_middle_of_a_stream(sim: SimServer, alt: str) -> None:
+    sim.add_faults(["500:after_events=1,route=gemini.stream"])
+    got = post(sim, f"/v1beta/models/{MODEL}:streamGenerateContent{alt}", HELLO)
+    assert got.status_code == 200  # the status line went out before the fault
+    if alt:
+        events = [json.loads(x[6:]) for x in got.text.splitlines() if x.startswith("data: ")]
+    else:
+        events = json.loads(got.content)
+    assert len(events) == 2 and "candidates" in events[0]
+    assert events[1]["error"]["status"] == "INTERNAL"
+
+
+def test_resource_names_find_the_model(sim: SimServer) -> None:
+    client = make(sim)
+    reply = client.models.generate_content(model=f"models/{MODEL}", contents="hello")
+    assert reply.text and client.windowfit.stats.last_usage.model == MODEL
