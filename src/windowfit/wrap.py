@@ -760,9 +760,9 @@ def _provider_of(client: Any) -> Provider:
     if root == "openai" and hasattr(client, "chat"):
         return "openai"
     raise TypeError(
-        "windowfit.wrap takes an anthropic, openai or google-genai client (anthropic.Anthropic, "
-        "anthropic.AsyncAnthropic, openai.OpenAI, openai.AsyncOpenAI, google.genai.Client), "
-        f"not {type(client)!r}"
+        "windowfit.wrap takes an anthropic or openai client (anthropic.Anthropic, "
+        "anthropic.AsyncAnthropic, openai.OpenAI, openai.AsyncOpenAI) or a "
+        f"google.genai.Client, not {type(client)!r}"
     )
 
 
