@@ -12,8 +12,8 @@ by ``--fault SPEC`` flags, :class:`SimConfig.faults <windowfit.server.SimConfig>
     delay=1.5               the answer comes 1.5 s late (and is otherwise normal)
 
 ``route`` restricts a fault to one kind of request: ``anthropic`` (both Anthropic routes),
-``anthropic.messages``, ``anthropic.count_tokens``, ``openai`` (``openai.chat``) or
-``gemini`` (``gemini.generate``, ``gemini.stream``).
+``anthropic.messages``, ``anthropic.count_tokens``, ``openai`` (``openai.chat`` and
+``openai.responses``), ``gemini`` (``gemini.generate``, ``gemini.stream``) or one of those.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ ROUTES = (
     "anthropic.messages",
     "anthropic.count_tokens",
     "openai.chat",
+    "openai.responses",
     "gemini.generate",
     "gemini.stream",
 )

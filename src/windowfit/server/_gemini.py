@@ -214,7 +214,7 @@ def _check_contents(raw: Any, sizer: Sizer) -> list[dict[str, Any]]:
             "Invalid value at 'contents' (type.googleapis.com/google.ai.generativelanguage."
             f"v1beta.Content), {describe(raw)}"
         )
-    rule = PairingRule(_SPEC.system_roles, _SPEC.opening_roles)
+    rule = PairingRule.for_format(_SPEC)
     for i, content in enumerate(raw):
         try:
             facts = _SPEC.scan(content, i, sizer)
