@@ -36,7 +36,10 @@ FORMATS: dict[str, FormatSpec] = {
 }
 
 #: The whole-API dialects (request body, usage, stream events, error bodies), by name.
-DIALECTS: dict[str, Dialect] = {}
+DIALECTS: dict[str, Dialect] = {
+    "anthropic": anthropic.DIALECT,
+    "openai": openai_chat.DIALECT,
+}
 
 _OPENAI_ONLY_ROLES = {"tool", "system", "developer", "function"}
 _ANTHROPIC_BLOCK_TYPES = {
