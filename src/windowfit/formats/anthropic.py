@@ -520,11 +520,13 @@ def output_overflow_error(tokens: int, max_tokens: int, limit: int) -> tuple[int
     return 400, error_body("invalid_request_error", message)
 
 
-_OVERFLOW = re.compile(r"prompt is too long|exceed context limit", re.IGNORECASE)
+_OVERFLOW = re.compile(r"prompt is too long", re.IGNORECASE)
 
 
 def is_overflow(status: int, body: Any) -> bool:
-    """Whether an error answer is the API's refusal of a prompt too long for the window."""
+    """Whether an error answer is the API's refusal of a prompt too long for the window.
+    (Not the refusal of a ``max_tokens`` that leaves no room: shortening the prompt is
+    not its remedy, and clients such as Claude Code lower ``max_tokens`` themselves.)"""
     if status != 400 or not isinstance(body, Mapping):
         return False
     error = body.get("error")

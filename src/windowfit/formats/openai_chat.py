@@ -477,15 +477,18 @@ _OVERFLOW = re.compile(r"maximum context length", re.IGNORECASE)
 
 def is_overflow(status: int, body: Any) -> bool:
     """Whether an error answer is the API's refusal of messages too long for the window
-    (``code: context_length_exceeded``, or the wording compatible servers copy)."""
+    (``code: context_length_exceeded``, or the wording compatible servers copy); not the
+    refusal of a completion limit that leaves no room (its remedy is a smaller limit)."""
     if status != 400 or not isinstance(body, Mapping):
         return False
     error = body.get("error")
     if not isinstance(error, Mapping):
         return False
+    message = error.get("message")
+    if isinstance(message, str) and "in the completion" in message:
+        return False
     if error.get("code") == "context_length_exceeded":
         return True
-    message = error.get("message")
     return isinstance(message, str) and _OVERFLOW.search(message) is not None
 
 

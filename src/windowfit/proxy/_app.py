@@ -259,6 +259,11 @@ class ProxyApp:
         outcome.fitted = fitted
         if fitted.skipped is not None:
             self.skipped[fitted.skipped] = self.skipped.get(fitted.skipped, 0) + 1
+            _log.info(
+                "windowfit proxy: %s forwarded unfitted (%s)",
+                scope["path"],
+                fitted.detail or fitted.skipped,
+            )
         if fitted.refusal is not None:
             status, refusal = fitted.refusal
             outcome.status, outcome.error = status, "context overflow (nothing fits)"
