@@ -151,6 +151,8 @@ class ProxyApp:
         #: Requests forwarded unfitted, by reason (``not-json``, ``unreadable``...).
         self.skipped: dict[str, int] = {}
         self.refits = 0
+        #: Requests whose client left before the answer was complete.
+        self.disconnects = 0
 
     # -- the upstream client -------------------------------------------------------------
 
@@ -213,6 +215,7 @@ class ProxyApp:
             watcher.cancel()
             if not task.done():  # the client left: its upstream request is cancelled
                 task.cancel()
+                self.disconnects += 1
                 outcome.status, outcome.error = 499, "client disconnected"
         try:
             await task
@@ -310,12 +313,14 @@ class ProxyApp:
         """The request fitted again after the upstream refused it as too long, or ``None``
         when what was learned would send the same request."""
         assert fitted.key is not None and fitted.report is not None and fitted.parts is not None
-        taught = self.learning.observe_overflow(
+        taught, limit = self.learning.observe_overflow(
             fitted.key, fitted.report.tokens_after, status, body
         )
-        if not taught:
+        if not taught and limit is None:
             return None
-        again = self.fitter.refit(dialect, fitted.body, fitted.data, fitted.parts, retry=True)
+        again = self.fitter.refit(
+            dialect, fitted.body, fitted.data, fitted.parts, retry=True, cap=limit
+        )
         if again.refusal is not None:
             return again
         if again.report is None or again.report.tokens_after >= fitted.report.tokens_after:

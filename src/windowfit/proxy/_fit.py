@@ -103,6 +103,9 @@ class RequestFitter:
         self.learning = learning
         self.fitter = Fitter()
         self.settings = FitSettings.preset(config.settings) if config.settings else None
+        #: Windows upstreams stated in overflow errors, by API and model: smaller than the
+        #: model table says (a gateway's limit, a simulator), they cap later budgets.
+        self.windows: dict[str, int] = {}
 
     def limits(self, parts: RequestParts) -> tuple[int, int | None] | None:
         """``(budget, hard limit)`` before learning, or ``None`` when neither a budget nor
@@ -137,9 +140,17 @@ class RequestFitter:
         return self.refit(dialect, raw, data, parts)
 
     def refit(
-        self, dialect: Dialect, raw: bytes, data: Any, parts: RequestParts, *, retry: bool = False
+        self,
+        dialect: Dialect,
+        raw: bytes,
+        data: Any,
+        parts: RequestParts,
+        *,
+        retry: bool = False,
+        cap: int | None = None,
     ) -> Fitted:
-        """Fit an already parsed request (again, after an overflow, with ``retry``)."""
+        """Fit an already parsed request (again, after an overflow, with ``retry``;
+        ``cap``: the window the upstream's error stated, which the budget must not pass)."""
         out = Fitted(raw, data, parts)
         if not parts.messages:
             out.skipped = "no-messages"
@@ -150,6 +161,15 @@ class RequestFitter:
             out.detail = f"no context window known for model {parts.model!r}"
             return out
         budget, hard = limits
+        model_key = f"{dialect.name}\x00{parts.model}"
+        if cap is not None and cap > 0:
+            if len(self.windows) >= 1024 and model_key not in self.windows:
+                self.windows.clear()  # bounded: many models seen, start over
+            self.windows[model_key] = min(cap, self.windows.get(model_key, cap))
+        cap = self.windows.get(model_key)
+        if cap is not None:
+            budget = min(budget, cap)
+            hard = None if hard is None else min(hard, cap)
         try:
             key = conversation_key(dialect, parts)
         except WindowfitError as exc:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from ..calibration import UsageCalibrator
+from ..calibration import Correction, UsageCalibrator
 from ..classify import classify_error
 
 __all__ = ["ConversationLearning"]
@@ -60,12 +60,20 @@ class ConversationLearning:
             assert calibrator is not None
             calibrator.observe(estimated, provider_tokens)
 
-    def observe_overflow(self, key: str, estimated: int, status: int, body: object) -> bool:
-        """Learn from an overflow error (the count it states, else its limit + 1); whether
-        it taught anything."""
+    def observe_overflow(
+        self, key: str, estimated: int, status: int, body: object
+    ) -> tuple[bool, int | None]:
+        """Learn from an overflow error (the count it states, else its limit + 1):
+        whether it taught anything, and the limit it states (the upstream's real window,
+        which may be smaller than the model table says)."""
         info = classify_error(status=status, body=body)
         counted = info.prompt_tokens or ((info.limit or 0) + 1 if info.limit else None)
         if counted is None or estimated <= 0:
-            return False
+            return False, info.limit
         self.observe(key, estimated, counted)
-        return True
+        return True, info.limit
+
+    def correction(self, key: str) -> Correction | None:
+        """What was learned about a conversation (``None``: nothing yet)."""
+        calibrator = self._get(key, create=False)
+        return None if calibrator is None or not calibrator.observations else calibrator.correction
