@@ -4,7 +4,6 @@ fit its window in each API's own words)."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -220,9 +219,11 @@ def test_a_stream_cut_by_the_upstream_is_cut_for_the_client(
     client = anthropic.Anthropic(base_url=proxy.url, api_key="test", max_retries=0)
     messages = [{"role": "user", "content": "hi"}]
     # (the SDK's own HTTP stack reports it: peer closed the connection mid-body)
-    with pytest.raises(Exception, match="incomplete|closed|onnection"):
-        with client.messages.stream(model=MODEL, max_tokens=50, messages=messages) as events:
-            events.get_final_message()
+    with (
+        pytest.raises(Exception, match=r"incomplete|closed|onnection"),
+        client.messages.stream(model=MODEL, max_tokens=50, messages=messages) as events,
+    ):
+        events.get_final_message()
 
 
 def test_count_tokens_and_other_routes_pass_through(sim: SimServer, proxy: ProxyServer) -> None:
@@ -393,5 +394,5 @@ def test_the_scripted_tool_drives_a_loop(tmp_path: Any) -> None:
 def test_a_bad_scripted_tool_is_a_clear_error(spec: str) -> None:
     from windowfit.server._script import parse_scripted_tool
 
-    with pytest.raises(ValueError, match="NAME=JSON|not JSON|JSON object"):
+    with pytest.raises(ValueError, match=r"NAME=JSON|not JSON|JSON object"):
         parse_scripted_tool(spec)
