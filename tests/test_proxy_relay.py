@@ -1,0 +1,173 @@
+"""The proxy's application in process, against a recording upstream: exactly what
+crosses it (headers, query strings, bytes)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from windowfit.proxy import ProxyConfig, create_proxy_app
+
+MODEL = "claude-sonnet-4-5"
+SEEN: list[httpx.Request] = []
+
+
+def _upstream(request: httpx.Request) -> httpx.Response:
+    SEEN.append(request)
+    if request.url.path == "/v1/messages":
+        body = {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "text", "text": "ok"}],
+            "usage": {"input_tokens": 7, "output_tokens": 1},
+        }
+        headers = {"request-id": "req_1", "connection": "keep-alive", "x-upstream": "yes"}
+        return httpx.Response(200, json=body, headers=headers)
+    return httpx.Response(404, json={"error": "nope"}, headers={"x-upstream": "yes"})
+
+
+class _Recording(httpx.AsyncBaseTransport):
+    """An upstream that answers with :func:`_upstream`, its body left to be streamed (as
+    from the network; httpx's MockTransport hands back bodies already read)."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await request.aread()
+        answer = _upstream(request)
+        return httpx.Response(
+            answer.status_code, headers=answer.headers, stream=_Chunks(answer.content)
+        )
+
+
+class _Chunks(httpx.AsyncByteStream):
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def __aiter__(self) -> Any:
+        for k in range(0, len(self.data), 7):
+            yield self.data[k : k + 7]
+
+
+def _post(
+    path: str, body: Any, headers: dict[str, str] | None = None, **config: Any
+) -> httpx.Response:
+    SEEN.clear()
+    app = create_proxy_app(
+        ProxyConfig(upstreams=(("anthropic", "http://up.test"),), **config),
+        transport=_Recording(),
+    )
+
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://proxy") as client:
+            content = body if isinstance(body, bytes) else json.dumps(body).encode()
+            return await client.post(path, content=content, headers=headers or {})
+
+    return asyncio.run(go())
+
+
+def _conversation(rounds: int, size: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "start"}]
+    for k in range(rounds):
+        call = {"type": "tool_use", "id": f"t{k}", "name": "read", "input": {"k": k}}
+        result = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "word " * size}
+        thinking = {"type": "thinking", "thinking": "hmm", "signature": f"sig-{k}"}
+        messages += [
+            {"role": "assistant", "content": [thinking, call]},
+            {"role": "user", "content": [result]},
+        ]
+    return messages
+
+
+def test_a_request_that_fits_is_forwarded_byte_for_byte_with_its_headers() -> None:
+    raw = (
+        b'{"model": "claude-sonnet-4-5",  "max_tokens": 5, '
+        b'"messages": [{"role": "user", "content": "hi"}]}'
+    )
+    headers = {
+        "x-api-key": "sk-secret",
+        "anthropic-version": "2023-06-01",
+        "anthropic-beta": "context-management-2025-06-27",
+        "x-claude-code-session-id": "s-1",
+        "connection": "keep-alive, x-hop",
+        "x-hop": "drop me",
+        "keep-alive": "timeout=5",
+    }
+    answer = _post("/v1/messages?beta=true", raw, headers)
+    assert answer.status_code == 200 and answer.json()["content"][0]["text"] == "ok"
+    (sent,) = SEEN
+    assert sent.content == raw
+    assert str(sent.url) == "http://up.test/v1/messages?beta=true"
+    for name in ("x-api-key", "anthropic-version", "anthropic-beta", "x-claude-code-session-id"):
+        assert sent.headers[name] == headers[name]
+    assert "x-hop" not in sent.headers and "keep-alive" not in sent.headers
+    assert sent.headers["host"] == "up.test"
+    assert answer.headers["x-upstream"] == "yes" and answer.headers["request-id"] == "req_1"
+    assert answer.headers["x-windowfit-stage"] == "0"
+
+
+def test_fitting_changes_only_what_it_must() -> None:
+    body = {
+        "model": MODEL,
+        "max_tokens": 100,
+        "system": [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}],
+        "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]},
+        "metadata": {"user_id": "u"},
+        "messages": _conversation(12, 800),
+    }
+    answer = _post("/v1/messages", body, budget=4_000)
+    assert answer.status_code == 200
+    assert int(answer.headers["x-windowfit-stage"]) >= 1
+    assert int(answer.headers["x-windowfit-cleared"]) >= 1
+    sent = json.loads(SEEN[0].content)
+    for key in ("model", "max_tokens", "system", "context_management", "metadata"):
+        assert sent[key] == body[key]
+    assert list(sent) == list(body)  # the same fields in the same order
+    signatures = [
+        b["signature"]
+        for m in sent["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "thinking"
+    ]
+    assert signatures and all(s.startswith("sig-") for s in signatures)
+    assert int(answer.headers["x-windowfit-tokens-after"]) <= 4_000
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"{oops", b"[1, 2]", b'{"model": "m", "messages": [{"role": "robot", "content": "x"}]}'],
+    ids=["not-json", "not-an-object", "bad-role"],
+)
+def test_what_windowfit_cannot_read_goes_unchanged(raw: bytes) -> None:
+    answer = _post("/v1/messages", raw, budget=1_000)
+    assert answer.status_code == 200
+    assert SEEN[0].content == raw
+    assert answer.headers["x-windowfit-skipped"] in ("not-json", "unreadable")
+
+
+def test_other_paths_pass_through_to_the_upstream() -> None:
+    answer = _post("/v1/files?limit=2", b"abc", {"x-api-key": "k"})
+    assert answer.status_code == 404 and answer.json() == {"error": "nope"}
+    assert SEEN[0].content == b"abc" and SEEN[0].url.query == b"limit=2"
+    assert "x-windowfit-stage" not in answer.headers
+
+
+def test_admin_routes_need_the_key_beyond_loopback() -> None:
+    async def get(app: Any, headers: dict[str, str]) -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://proxy") as client:
+            return await client.get("/metrics", headers=headers)
+
+    closed = create_proxy_app(ProxyConfig(), loopback=False)
+    assert asyncio.run(get(closed, {})).status_code == 403
+    keyed = create_proxy_app(ProxyConfig(admin_key="adm"), loopback=False)
+    assert asyncio.run(get(keyed, {})).status_code == 401
+    assert asyncio.run(get(keyed, {"authorization": "Bearer wrong"})).status_code == 401
+    for headers in ({"authorization": "Bearer adm"}, {"x-windowfit-admin-key": "adm"}):
+        assert asyncio.run(get(keyed, headers)).status_code in (200, 404)  # 404: no metrics yet
+    assert asyncio.run(get(create_proxy_app(ProxyConfig()), {})).status_code in (200, 404)
