@@ -171,3 +171,56 @@ def test_admin_routes_need_the_key_beyond_loopback() -> None:
     for headers in ({"authorization": "Bearer adm"}, {"x-windowfit-admin-key": "adm"}):
         assert asyncio.run(get(keyed, headers)).status_code in (200, 404)  # 404: no metrics yet
     assert asyncio.run(get(create_proxy_app(ProxyConfig()), {})).status_code in (200, 404)
+
+
+class _SlowStream(httpx.AsyncBaseTransport):
+    """An upstream whose SSE answer comes in two parts, a second apart."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await request.aread()
+
+        class Parts(httpx.AsyncByteStream):
+            async def __aiter__(self) -> Any:
+                start = {"type": "message_start", "message": {"usage": {"input_tokens": 5}}}
+                yield f"event: message_start\ndata: {json.dumps(start)}\n\n".encode()
+                await asyncio.sleep(1.0)
+                yield b'event: message_stop\ndata: {"type": "message_stop"}\n\n'
+
+        headers = {"content-type": "text/event-stream"}
+        return httpx.Response(200, headers=headers, stream=Parts())
+
+
+def test_a_stream_is_relayed_as_it_arrives_and_watched_for_usage() -> None:
+    import time
+
+    from windowfit.proxy import ProxyServer
+
+    config = ProxyConfig(upstreams=(("anthropic", "http://up.test"),), budget=1_000)
+    with ProxyServer(config, transport=_SlowStream()) as proxy:
+        body = {
+            "model": MODEL,
+            "max_tokens": 5,
+            "stream": True,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+        started = time.monotonic()
+        with httpx.stream("POST", f"{proxy.url}/v1/messages", json=body, timeout=10) as answer:
+            pieces = answer.iter_raw()
+            first = next(pieces)
+            first_at = time.monotonic() - started
+            rest = b"".join(pieces)
+            total = time.monotonic() - started
+        assert b"message_start" in first and b"message_stop" in rest
+        assert first_at < 0.8 < total  # the first event did not wait for the second
+        deadline = time.monotonic() + 2  # learning follows the stream's last byte
+        while not len(proxy.app.learning) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(proxy.app.learning) == 1  # its usage was seen on the way
+
+
+def test_two_proxies_fit_the_same_request_to_the_same_bytes() -> None:
+    body = {"model": MODEL, "max_tokens": 100, "messages": _conversation(10, 600)}
+    _post("/v1/messages", body, budget=3_000)
+    first = SEEN[0].content
+    _post("/v1/messages", body, budget=3_000)  # a new application: nothing kept
+    assert SEEN[0].content == first and len(first) < len(json.dumps(body))

@@ -58,7 +58,7 @@ class ProxyServer:
             client = anthropic.Anthropic(base_url=proxy.url, api_key="any")
 
     ``port=0`` picks a free port; :attr:`url` says which, :attr:`app` is the application
-    (its counters).
+    (its counters). ``transport``: an httpx transport in place of the network (tests).
     """
 
     def __init__(
@@ -68,11 +68,12 @@ class ProxyServer:
         host: str = "127.0.0.1",
         port: int = 0,
         log_level: str = "warning",
+        transport: Any = None,
     ) -> None:
         self.config = config or ProxyConfig()
         self.host = host
         self.port = port
-        self.app = create_proxy_app(self.config, loopback=is_loopback(host))
+        self.app = create_proxy_app(self.config, loopback=is_loopback(host), transport=transport)
         self._log_level = log_level
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
