@@ -35,6 +35,7 @@ from typing import Any
 
 import httpx
 
+from ..errors import SettingsError
 from ..formats import DIALECTS, Dialect, anthropic, openai_chat
 from ._config import ProxyConfig
 from ._fit import Fitted, RequestFitter
@@ -129,6 +130,17 @@ class _Observers:
             pass
 
 
+def _open_store(config: ProxyConfig) -> Any:
+    """The shared state store for ``--redis URL`` (``None``: learning stays in process)."""
+    if config.redis_url is None:
+        return None
+    try:
+        state = importlib.import_module("windowfit.proxy._state")
+    except ImportError:  # pragma: no cover - the state stores ship with the proxy
+        raise SettingsError("this windowfit has no state stores: --redis is unavailable") from None
+    return state.open_store(config.redis_url)
+
+
 class ProxyApp:
     """The ASGI application (module docstring). ``loopback``: whether the proxy listens
     on loopback only (the admin routes then need no key). ``transport``: an httpx
@@ -143,7 +155,7 @@ class ProxyApp:
     ) -> None:
         self.config = config
         self.loopback = loopback
-        self.learning = ConversationLearning(config.max_conversations)
+        self.learning = ConversationLearning(config.max_conversations, _open_store(config))
         self.fitter = RequestFitter(config, self.learning)
         self.observers = _Observers()
         self._transport = transport

@@ -9,13 +9,18 @@ a freshly parsed copy of a conversation finds what was learned from its earlier 
 
 This module is the one place the proxy touches learning, so that it can move to a shared
 learner without the rest changing. What it keeps is bounded (least recently used
-conversations first out).
+conversations first out). With a state store (``--redis URL``), each conversation's
+correction is written there after every observation, and a replica that has not seen
+the conversation itself fits to the stored correction, so replicas behind a load
+balancer answer alike.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
+from typing import Any
 
 from ..calibration import Correction, UsageCalibrator
 from ..classify import classify_error
@@ -26,8 +31,10 @@ __all__ = ["ConversationLearning"]
 class ConversationLearning:
     """One :class:`UsageCalibrator` per conversation, at most ``max_conversations``."""
 
-    def __init__(self, max_conversations: int = 10_000) -> None:
+    def __init__(self, max_conversations: int = 10_000, store: Any = None) -> None:
         self.max_conversations = max_conversations
+        #: A ``StateStore`` (``get(key)``/``set(key, value)`` of strings), or ``None``.
+        self.store = store
         self._calibrators: OrderedDict[str, UsageCalibrator] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -51,14 +58,20 @@ class ConversationLearning:
     def budget_for(self, key: str, budget: int) -> int:
         """The budget to fit estimates to so that the provider counts at most ``budget``."""
         calibrator = self._get(key, create=False)
-        return budget if calibrator is None else calibrator.budget_for(budget)
+        if calibrator is not None:
+            return calibrator.budget_for(budget)
+        stored = self._stored(key)
+        return budget if stored is None else stored.budget_for(budget)
 
     def observe(self, key: str, estimated: int, provider_tokens: int) -> None:
         """The provider counted ``provider_tokens`` for a request estimated at ``estimated``."""
         if estimated > 0 and provider_tokens > 0:
             calibrator = self._get(key, create=True)
             assert calibrator is not None
-            calibrator.observe(estimated, provider_tokens)
+            correction = calibrator.observe(estimated, provider_tokens)
+            if self.store is not None:
+                value = {"factor": correction.factor, "offset": correction.offset}
+                self.store.set(f"windowfit:learned:{key}", json.dumps(value))
 
     def observe_overflow(
         self, key: str, estimated: int, status: int, body: object
@@ -77,3 +90,19 @@ class ConversationLearning:
         """What was learned about a conversation (``None``: nothing yet)."""
         calibrator = self._get(key, create=False)
         return None if calibrator is None or not calibrator.observations else calibrator.correction
+
+    def _stored(self, key: str) -> Correction | None:
+        """The correction another replica stored for the conversation, if any."""
+        if self.store is None:
+            return None
+        raw = self.store.get(f"windowfit:learned:{key}")
+        if raw is None:
+            return None
+        try:
+            value = json.loads(raw)
+            factor, offset = float(value["factor"]), int(value["offset"])
+        except (ValueError, TypeError, KeyError):
+            return None
+        if not (0 < factor < 100) or offset < 0:
+            return None
+        return Correction(factor, offset)
