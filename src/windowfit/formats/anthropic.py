@@ -429,7 +429,9 @@ SPEC = FormatSpec(
     clear=clear,
     strip=strip,
     opening_roles=frozenset({"user"}),
-    merges_assistants=True,  # "consecutive user or assistant turns ... will be combined"
+    # "Consecutive user or assistant turns in your request will be combined into a single
+    # turn" (Messages API docs): split assistant messages are one round, as in Responses.
+    item_rounds=True,
 )
 
 

@@ -57,6 +57,7 @@ Send = Callable[[Message], Awaitable[None]]
 _FITTED = {
     "/v1/messages": ("anthropic", "anthropic"),
     "/v1/chat/completions": ("openai", "openai"),
+    "/v1/responses": ("openai-responses", "openai"),
 }
 
 _MAX_ERROR_BYTES = 4 * 1024 * 1024  # an error body is read whole, up to this much

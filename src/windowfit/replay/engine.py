@@ -509,7 +509,7 @@ def measure_request(
     first = conv.first
     looking_for_first = first >= 0
     # The rule fitting uses, counted instead of raised (the first message checked above).
-    rule = PairingRule(system_roles, merges_assistants=conv.spec.merges_assistants)
+    rule = PairingRule(system_roles, None, conv.spec.item_rounds)
     result_tokens = conv.result_tokens
     for position, message in enumerate(out):
         index, tokens, carrier, results, calls, role, neutral = conv.describe(message)

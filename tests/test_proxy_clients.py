@@ -1,6 +1,7 @@
-"""The real Claude Code (pinned in clients/, installed by ``make setup``) runs a 40-step
-Bash loop offline against serve-sim, whose window the files exceed several times over:
-through the proxy it finishes; directly it runs into the provider's "too long" error."""
+"""The real Claude Code and Codex (pinned in clients/, installed by ``make setup``) run a
+40-step shell loop offline against serve-sim, whose window the files exceed several times
+over: through the proxy they finish; directly they run into the provider's "too long"
+error."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from windowfit.server._script import parse_scripted_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAUDE = ROOT / "clients" / "node_modules" / ".bin" / "claude"
+CODEX = ROOT / "clients" / "node_modules" / ".bin" / "codex"
 WINDOW = 60_000
 PARTS = 40
 ANSWER = "All 40 parts read."
@@ -100,3 +102,53 @@ def test_claude_code_runs_a_long_loop_through_the_proxy(tmp_path: Path) -> None:
         stats = sim.stats()
         assert stats["errors"].get("context_overflow", 0) >= 1
         assert stats["max_request_tokens"] > WINDOW * 9 // 10
+
+
+def _codex(base_url: str, work: Path, timeout: float) -> subprocess.CompletedProcess[str] | None:
+    if not CODEX.exists():
+        pytest.fail(f"{CODEX} is missing: run make setup (it installs clients/)")
+    home = work / "codex-home"
+    home.mkdir(exist_ok=True)
+    (home / "config.toml").write_text(
+        'model = "gpt-5-codex"\nmodel_provider = "wf"\n\n[model_providers.wf]\n'
+        f'name = "wf"\nbase_url = "{base_url}/v1"\nwire_api = "responses"\n'
+        'env_key = "WF_API_KEY"\n',
+        encoding="utf-8",
+    )
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(work / "home"), "CODEX_HOME": str(home)}
+    env["WF_API_KEY"] = "test"
+    command = [str(CODEX), "exec", "--skip-git-repo-check", "Read every part file."]
+    try:
+        return subprocess.run(
+            command, cwd=work, env=env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def test_codex_runs_a_long_loop_through_the_proxy(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "home").mkdir()
+    _parts(work)
+    script = parse_scripted_tool('exec_command={"cmd": "cat part-{n}.txt"}')
+    config = SimConfig(context_window=WINDOW, tool_rounds=PARTS, reply=ANSWER, script_tool=script)
+    with SimServer(config) as sim:
+        upstream = (("openai", sim.url),)
+        with ProxyServer(ProxyConfig(upstreams=upstream, budget=40_000)) as proxy:
+            run = _codex(proxy.url, work, timeout=240)
+            assert run is not None, "Codex did not finish through the proxy"
+            assert run.returncode == 0, run.stderr[-2000:]
+            assert ANSWER in run.stdout
+            stats = sim.stats()
+            served = [e for e in stats["log"] if e["route"] == "openai.responses"]
+            answered = [e for e in served if e["status"] == 200]
+            assert len(answered) >= PARTS + 1
+            assert stats["errors"].get("context_overflow", 0) == 0
+            assert max(e["tokens"] for e in answered) <= WINDOW
+            assert proxy.app.skipped == {}
+
+        sim.reset()
+        direct = _codex(sim.url, work, timeout=90)
+        assert direct is None or direct.returncode != 0 or ANSWER not in direct.stdout
+        assert sim.stats()["errors"].get("context_overflow", 0) >= 1
