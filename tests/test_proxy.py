@@ -396,3 +396,41 @@ def test_a_bad_scripted_tool_is_a_clear_error(spec: str) -> None:
 
     with pytest.raises(ValueError, match=r"NAME=JSON|not JSON|JSON object"):
         parse_scripted_tool(spec)
+
+
+RESPONSES_TOOL = {
+    "type": "function",
+    "name": "read_part",
+    **{"parameters": TOOLS[0]["input_schema"]},
+}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_openai_responses_sdk_long_loop_fits_under_the_window(
+    sim: SimServer, proxy: ProxyServer, stream: bool
+) -> None:
+    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="test", max_retries=0)
+    items: list[Any] = [{"role": "user", "content": f"Read every part ({stream}, responses)."}]
+    stages = []
+    for _ in range(20):
+        kwargs: dict[str, Any] = {
+            "model": "gpt-4o",
+            "input": items,
+            "tools": [RESPONSES_TOOL],
+            "instructions": "Be brief.",
+        }
+        if stream:
+            raw = client.responses.with_raw_response.create(stream=True, **kwargs)
+            events = list(raw.parse())
+            response = next(e.response for e in events if e.type == "response.completed")
+        else:
+            raw = client.responses.with_raw_response.create(**kwargs)
+            response = raw.parse()
+        assert response.usage is not None and response.usage.input_tokens > 0
+        stages.append(int(raw.headers["x-windowfit-stage"]))
+        call = next(o for o in response.output if o.type == "function_call")
+        items += [o.model_dump(exclude_none=True) for o in response.output]
+        items.append({"type": "function_call_output", "call_id": call.call_id, "output": RESULT})
+    assert max(stages) >= 1
+    assert max(_sim_tokens(sim)) <= BUDGET
+    assert _rejected(sim) == 0
