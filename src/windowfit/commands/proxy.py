@@ -26,9 +26,10 @@ def register(sub: Any) -> None:
         "proxy",
         help="fit every request an agent sends: point its base URL at this proxy",
         description=(
-            "Forward Anthropic Messages (POST /v1/messages) and OpenAI Chat Completions "
-            "(POST /v1/chat/completions) requests to their upstream, each fitted to the "
-            "model's context window first; everything else passes through unchanged. "
+            "Forward Anthropic Messages (POST /v1/messages), OpenAI Chat Completions and "
+            "Responses (POST /v1/chat/completions, /v1/responses) requests to their "
+            "upstream, each fitted to the model's context window first; everything else "
+            "passes through unchanged. "
             "Claude Code: ANTHROPIC_BASE_URL=http://HOST:PORT; OpenAI clients: "
             "OPENAI_BASE_URL=http://HOST:PORT/v1."
         ),

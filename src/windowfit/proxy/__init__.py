@@ -3,7 +3,7 @@
 Most agents are not written against windowfit's Python API: Claude Code, Codex, aider
 and apps in other languages speak HTTP to a provider and let the user change its base
 URL. The proxy takes those requests (Anthropic ``POST /v1/messages``, OpenAI
-``POST /v1/chat/completions``), fits each with its API's dialect
+``POST /v1/chat/completions`` and ``POST /v1/responses``), fits each with its API's dialect
 (:data:`windowfit.formats.DIALECTS`) and forwards it to the configured upstream,
 transparently: headers and query strings kept, streams relayed as they arrive, upstream
 errors verbatim, anything it cannot read forwarded unchanged. It learns each
