@@ -9,8 +9,16 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from windowfit import fit
+from windowfit.errors import CONTEXT_OVERFLOW_MESSAGE, ContextOverflowError
+from windowfit.models import model_limits
+from windowfit.profiles import estimator_for
 from windowfit.proxy import ProxyConfig, create_proxy_app
+
+from conversations import conversations
 
 MODEL = "claude-sonnet-4-5"
 SEEN: list[httpx.Request] = []
@@ -224,3 +232,56 @@ def test_two_proxies_fit_the_same_request_to_the_same_bytes() -> None:
     first = SEEN[0].content
     _post("/v1/messages", body, budget=3_000)  # a new application: nothing kept
     assert SEEN[0].content == first and len(first) < len(json.dumps(body))
+
+
+@settings(max_examples=25)
+@given(conversation=conversations(), budget=st.integers(min_value=300, max_value=6_000))
+def test_what_the_proxy_forwards_is_what_fit_decides(
+    conversation: tuple[str, list[dict[str, Any]]], budget: int
+) -> None:
+    """For any valid conversation: the bytes as sent when it fits, else the body with
+    fit's messages in place (every other field as sent), or the API's own 400 (fitted to
+    the model's window, as :func:`windowfit.fit` does with ``limit``)."""
+    fmt, messages = conversation
+    path = "/v1/messages" if fmt == "anthropic" else "/v1/chat/completions"
+    model = MODEL if fmt == "anthropic" else "gpt-4o"
+    body = {"model": model, "max_tokens": 50, "messages": messages, "metadata": {"k": 1}}
+    raw = json.dumps(body).encode()
+    limits = model_limits(model)
+    assert limits is not None
+    hard = limits.context_window - 50  # the window less the answer's max_tokens
+    try:
+        expected = fit(
+            messages,
+            budget=budget,
+            format=fmt,
+            estimator=estimator_for(model=model),
+            limit=hard,
+        )
+    except ContextOverflowError:
+        expected = None
+    SEEN.clear()
+    app = create_proxy_app(
+        ProxyConfig(
+            upstreams=(("anthropic", "http://up.test"), ("openai", "http://up.test")),
+            budget=budget,
+        ),
+        transport=_Recording(),
+    )
+
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://proxy") as client:
+            return await client.post(path, content=raw)
+
+    answer = asyncio.run(go())
+    if expected is None:
+        assert answer.status_code == 400 and not SEEN
+        assert CONTEXT_OVERFLOW_MESSAGE in answer.json()["error"]["message"]
+        return
+    (sent,) = SEEN
+    if expected.report.stage == 0:
+        assert sent.content == raw
+    else:
+        assert json.loads(sent.content) == {**body, "messages": expected.messages}
+    assert answer.headers["x-windowfit-stage"] == str(expected.report.stage)
