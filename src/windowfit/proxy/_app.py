@@ -352,7 +352,8 @@ class ProxyApp:
     ) -> httpx.Response | None:
         """The upstream's answer (its head; the body is read as it is relayed), or
         ``None`` after answering the client with a 502/504 in the API's shape."""
-        request = self.client.build_request(method, url, headers=headers, content=body)
+        content = body if body or method not in ("GET", "HEAD") else None  # none, as sent
+        request = self.client.build_request(method, url, headers=headers, content=content)
         started = time.perf_counter()
         try:
             response = await self.client.send(request, stream=True)
