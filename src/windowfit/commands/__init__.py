@@ -9,4 +9,4 @@ that command runs.
 from __future__ import annotations
 
 #: Module names under ``windowfit.commands``, in the order ``--help`` lists them.
-COMMANDS = ["fit", "tokens", "demo", "replay", "serve_sim"]
+COMMANDS = ["fit", "tokens", "demo", "replay", "serve_sim", "proxy"]

@@ -57,6 +57,8 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--tool-rounds",
+        "--script-rounds",
+        dest="tool_rounds",
         type=_count,
         default=3,
         metavar="K",
@@ -64,8 +66,17 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--reply",
+        "--answer",
+        dest="reply",
         default="Done: I read {results} tool results.",
         help="the final answer ({results}, {tokens} and {model} are filled in)",
+    )
+    p.add_argument(
+        "--script-tool",
+        metavar="NAME=JSON",
+        help="call this tool with this input, {n} = 1, 2, ... (e.g. "
+        '\'Bash={"command": "cat part-{n}.txt"}\'), instead of the first tool offered '
+        "with arguments made from its schema",
     )
     p.add_argument(
         "--max-body-bytes",
@@ -118,6 +129,12 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..server import SimConfig, create_app, is_loopback, parse_fault
     from ..server._run import bind_socket, uvicorn_server
+    from ..server._script import parse_scripted_tool
+
+    try:
+        script = parse_scripted_tool(args.script_tool) if args.script_tool else None
+    except ValueError as exc:
+        raise CliError(f"--script-tool: {exc}") from None
 
     try:
         faults = tuple(parse_fault(spec) for spec in args.fault)
@@ -136,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
             log_max_bytes=args.log_max_bytes,
             latency=args.latency,
             faults=faults,
+            script_tool=script,
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None

@@ -38,7 +38,10 @@ FORMATS: dict[str, FormatSpec] = {
 }
 
 #: The whole-API dialects (request body, usage, stream events, error bodies), by name.
-DIALECTS: dict[str, Dialect] = {}
+DIALECTS: dict[str, Dialect] = {
+    "anthropic": anthropic.DIALECT,
+    "openai": openai_chat.DIALECT,
+}
 DIALECTS[openai_responses.DIALECT.name] = openai_responses.DIALECT
 DIALECTS[gemini.DIALECT.name] = gemini.DIALECT
 

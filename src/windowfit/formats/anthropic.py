@@ -8,6 +8,7 @@ verbatim as :class:`~windowfit.messages.Opaque`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,9 +25,20 @@ from ._common import (
     require_str,
     rest,
 )
+from ._dialect import Dialect, RequestParts, Usage
 from ._facts import Facts, describe, json_text
 
-__all__ = ["SPEC", "block_from_raw", "block_to_raw", "from_message", "scan", "to_message"]
+__all__ = [
+    "DIALECT",
+    "SPEC",
+    "block_from_raw",
+    "block_to_raw",
+    "error_body",
+    "from_message",
+    "output_overflow_error",
+    "scan",
+    "to_message",
+]
 
 
 def block_from_raw(raw: Any, index: int, where: str) -> Block:
@@ -420,4 +432,119 @@ SPEC = FormatSpec(
     # "Consecutive user or assistant turns in your request will be combined into a single
     # turn" (Messages API docs): split assistant messages are one round, as in Responses.
     item_rounds=True,
+)
+
+
+# --------------------------------------------------------------------------------------
+# The whole Messages API: request body, usage, stream events, error bodies
+
+
+def _whole(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def read_request(body: Mapping[str, Any]) -> RequestParts:
+    """The parts of a Messages (or count_tokens) body fitting reads: ``messages``, the
+    top-level ``system`` (a string or text blocks) and ``tools``, ``max_tokens``."""
+    if not isinstance(body, Mapping):
+        raise ConversationError(f"a request body must be a JSON object, not {describe(body)}")
+    messages = body.get("messages")
+    if type(messages) is not list:
+        raise ConversationError(f"must be a list, not {describe(messages)}", field="messages")
+    model = body.get("model")
+    return RequestParts(
+        messages=messages,
+        system=body.get("system"),
+        tools=body.get("tools"),
+        model=model if isinstance(model, str) else None,
+        max_output_tokens=_whole(body.get("max_tokens")),
+        stream=body.get("stream") is True,
+    )
+
+
+def write_request(body: Mapping[str, Any], messages: list[Any], system: Any) -> dict[str, Any]:
+    """``body`` with ``messages`` (and ``system``, when given) in place; every other field,
+    ``cache_control``, ``context_management`` and ``metadata`` included, as sent."""
+    out = dict(body)
+    out["messages"] = messages
+    if system is not None:
+        out["system"] = system
+    return out
+
+
+def usage(response: Any) -> Usage | None:
+    """The usage of a whole Messages response (``None`` without one)."""
+    raw = response.get("usage") if isinstance(response, Mapping) else None
+    return _usage(raw)
+
+
+def _usage(raw: Any) -> Usage | None:
+    if not isinstance(raw, Mapping):
+        return None
+    uncached = _whole(raw.get("input_tokens")) or 0
+    read = _whole(raw.get("cache_read_input_tokens")) or 0
+    write = _whole(raw.get("cache_creation_input_tokens")) or 0
+    output = _whole(raw.get("output_tokens")) or 0
+    return Usage(uncached + read + write, output, read, write)
+
+
+def stream_usage(event: Any) -> Usage | None:
+    """Usage in one streamed event: ``message_start`` carries the input counts (and one
+    output token); ``message_delta`` the output so far (with the input counts too in
+    current API versions; ``input_tokens`` is 0 when it does not say)."""
+    if not isinstance(event, Mapping):
+        return None
+    kind = event.get("type")
+    if kind == "message_start":
+        message = event.get("message")
+        return _usage(message.get("usage")) if isinstance(message, Mapping) else None
+    if kind == "message_delta":
+        return _usage(event.get("usage"))
+    return None
+
+
+def error_body(type_: str, message: str) -> dict[str, Any]:
+    """An error body in the Messages API's shape."""
+    return {"type": "error", "error": {"type": type_, "message": message}}
+
+
+def overflow_error(tokens: int, limit: int) -> tuple[int, dict[str, Any]]:
+    """The API's 400 for a prompt of ``tokens`` over a window of ``limit``."""
+    message = f"prompt is too long: {tokens} tokens > {limit} maximum"
+    return 400, error_body("invalid_request_error", message)
+
+
+def output_overflow_error(tokens: int, max_tokens: int, limit: int) -> tuple[int, dict[str, Any]]:
+    """The API's 400 for a prompt that fits but leaves no room for ``max_tokens``."""
+    message = (
+        f"input length and `max_tokens` exceed context limit: {tokens} + {max_tokens} > "
+        f"{limit}, decrease input length or `max_tokens` and try again"
+    )
+    return 400, error_body("invalid_request_error", message)
+
+
+_OVERFLOW = re.compile(r"prompt is too long", re.IGNORECASE)
+
+
+def is_overflow(status: int, body: Any) -> bool:
+    """Whether an error answer is the API's refusal of a prompt too long for the window.
+    (Not the refusal of a ``max_tokens`` that leaves no room: shortening the prompt is
+    not its remedy, and clients such as Claude Code lower ``max_tokens`` themselves.)"""
+    if status != 400 or not isinstance(body, Mapping):
+        return False
+    error = body.get("error")
+    message = error.get("message") if isinstance(error, Mapping) else None
+    return isinstance(message, str) and _OVERFLOW.search(message) is not None
+
+
+DIALECT = Dialect(
+    name="anthropic",
+    format=SPEC,
+    output_limit_field="max_tokens",
+    read_request=read_request,
+    write_request=write_request,
+    usage=usage,
+    stream_usage=stream_usage,
+    overflow_error=overflow_error,
+    is_overflow=is_overflow,
 )

@@ -10,6 +10,7 @@ A ``tool`` message becomes one :class:`~windowfit.messages.ToolResult` block.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,9 +36,18 @@ from ._common import (
     require_str,
     rest,
 )
+from ._dialect import Dialect, RequestParts, Usage
 from ._facts import Facts, describe, json_text
 
-__all__ = ["SPEC", "from_message", "scan", "to_message"]
+__all__ = [
+    "DIALECT",
+    "SPEC",
+    "error_body",
+    "from_message",
+    "output_overflow_error",
+    "scan",
+    "to_message",
+]
 
 _REASONING_KEY = "reasoning_content"
 
@@ -358,4 +368,138 @@ SPEC = FormatSpec(
     calls_field="tool_calls",
     clear=clear,
     strip=strip,
+)
+
+
+# --------------------------------------------------------------------------------------
+# The whole Chat Completions API: request body, usage, stream chunks, error bodies
+
+#: The output-limit fields, the current one first (``max_tokens`` is the older name).
+OUTPUT_LIMIT_FIELDS = ("max_completion_tokens", "max_tokens")
+
+
+def _whole(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def read_request(body: Mapping[str, Any]) -> RequestParts:
+    """The parts of a Chat Completions body fitting reads. The system prompt is the
+    ``system``/``developer`` messages leading ``messages`` (fitting keeps them as they
+    are), so ``system`` is ``None``; ``tools`` (or the older ``functions``)."""
+    if not isinstance(body, Mapping):
+        raise ConversationError(f"a request body must be a JSON object, not {describe(body)}")
+    messages = body.get("messages")
+    if type(messages) is not list:
+        raise ConversationError(f"must be a list, not {describe(messages)}", field="messages")
+    tools = body.get("tools")
+    if tools is None:
+        tools = body.get("functions")
+    limit = None
+    for key in OUTPUT_LIMIT_FIELDS:
+        limit = _whole(body.get(key))
+        if limit is not None:
+            break
+    model = body.get("model")
+    return RequestParts(
+        messages=messages,
+        system=None,
+        tools=tools,
+        model=model if isinstance(model, str) else None,
+        max_output_tokens=limit,
+        stream=body.get("stream") is True,
+    )
+
+
+def write_request(body: Mapping[str, Any], messages: list[Any], system: Any) -> dict[str, Any]:
+    """``body`` with ``messages`` in place (system messages travel inside them)."""
+    out = dict(body)
+    out["messages"] = messages
+    return out
+
+
+def _usage(raw: Any) -> Usage | None:
+    if not isinstance(raw, Mapping):
+        return None
+    prompt = _whole(raw.get("prompt_tokens"))
+    if prompt is None:
+        return None
+    details = raw.get("prompt_tokens_details")
+    cached = _whole(details.get("cached_tokens")) if isinstance(details, Mapping) else None
+    out_details = raw.get("completion_tokens_details")
+    reasoning = (
+        _whole(out_details.get("reasoning_tokens")) if isinstance(out_details, Mapping) else None
+    )
+    return Usage(prompt, _whole(raw.get("completion_tokens")) or 0, cached or 0, 0, reasoning or 0)
+
+
+def usage(response: Any) -> Usage | None:
+    """The usage of a whole completion (``None`` without one)."""
+    return _usage(response.get("usage")) if isinstance(response, Mapping) else None
+
+
+def stream_usage(chunk: Any) -> Usage | None:
+    """Usage in one streamed chunk: only the last one has it, and only when the request
+    asked with ``stream_options: {"include_usage": true}`` (the others carry null)."""
+    return _usage(chunk.get("usage")) if isinstance(chunk, Mapping) else None
+
+
+def error_body(
+    message: str,
+    type_: str = "invalid_request_error",
+    param: str | None = None,
+    code: str | None = None,
+) -> dict[str, Any]:
+    """An error body in the OpenAI API's shape."""
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def overflow_error(tokens: int, limit: int) -> tuple[int, dict[str, Any]]:
+    """The API's 400 for messages of ``tokens`` over a window of ``limit``."""
+    message = (
+        f"This model's maximum context length is {limit} tokens. However, your messages "
+        f"resulted in {tokens} tokens. Please reduce the length of the messages."
+    )
+    return 400, error_body(message, param="messages", code="context_length_exceeded")
+
+
+def output_overflow_error(tokens: int, max_tokens: int, limit: int) -> tuple[int, dict[str, Any]]:
+    """The API's 400 for messages that fit but leave no room for ``max_tokens``."""
+    message = (
+        f"This model's maximum context length is {limit} tokens. However, you requested "
+        f"{tokens + max_tokens} tokens ({tokens} in the messages, {max_tokens} in the "
+        "completion). Please reduce the length of the messages or completion."
+    )
+    return 400, error_body(message, param="messages", code="context_length_exceeded")
+
+
+_OVERFLOW = re.compile(r"maximum context length", re.IGNORECASE)
+
+
+def is_overflow(status: int, body: Any) -> bool:
+    """Whether an error answer is the API's refusal of messages too long for the window
+    (``code: context_length_exceeded``, or the wording compatible servers copy); not the
+    refusal of a completion limit that leaves no room (its remedy is a smaller limit)."""
+    if status != 400 or not isinstance(body, Mapping):
+        return False
+    error = body.get("error")
+    if not isinstance(error, Mapping):
+        return False
+    message = error.get("message")
+    if isinstance(message, str) and "in the completion" in message:
+        return False
+    if error.get("code") == "context_length_exceeded":
+        return True
+    return isinstance(message, str) and _OVERFLOW.search(message) is not None
+
+
+DIALECT = Dialect(
+    name="openai",
+    format=SPEC,
+    output_limit_field="max_completion_tokens",
+    read_request=read_request,
+    write_request=write_request,
+    usage=usage,
+    stream_usage=stream_usage,
+    overflow_error=overflow_error,
+    is_overflow=is_overflow,
 )

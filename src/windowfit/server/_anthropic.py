@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..formats import anthropic as anthropic_format
 from ..formats import get_format
 from ..formats._rules import PairingRule
 from ..sizing import MESSAGE_OVERHEAD, Sizer
@@ -352,23 +353,15 @@ def segments(request: AnthropicRequest, sizer: Sizer) -> list[Segment]:
 def context_error(
     tokens: int, max_tokens: int | None, window: int, reserve: bool
 ) -> ProviderError | None:
-    """Anthropic's refusal of a request too long for the window, or ``None``."""
+    """Anthropic's refusal of a request too long for the window, or ``None`` (the
+    wording is the dialect's, :mod:`windowfit.formats.anthropic`)."""
     if tokens > window:
-        return anthropic_error(
-            400,
-            "invalid_request_error",
-            f"prompt is too long: {tokens} tokens > {window} maximum",
-            kind="context_overflow",
-        )
-    if reserve and max_tokens is not None and tokens + max_tokens > window:
-        return anthropic_error(
-            400,
-            "invalid_request_error",
-            f"input length and `max_tokens` exceed context limit: {tokens} + {max_tokens} > "
-            f"{window}, decrease input length or `max_tokens` and try again",
-            kind="context_overflow",
-        )
-    return None
+        status, body = anthropic_format.overflow_error(tokens, window)
+    elif reserve and max_tokens is not None and tokens + max_tokens > window:
+        status, body = anthropic_format.output_overflow_error(tokens, max_tokens, window)
+    else:
+        return None
+    return ProviderError(status, body, kind="context_overflow")
 
 
 # --------------------------------------------------------------------------- answering

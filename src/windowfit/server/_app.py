@@ -483,6 +483,7 @@ class _App:
             reply=config.reply,
             tokens=tokens,
             model=request.model,
+            script=config.script_tool,
         )
         message_id = stable_id("msg_", *(s.key for s in segments[-3:]), tokens)
         content = _anthropic.content_blocks(answer, message_id)
@@ -551,6 +552,7 @@ class _App:
             reply=config.reply,
             tokens=tokens,
             model=request.model,
+            script=config.script_tool,
         )
         completion_id = stable_id("chatcmpl-", *(s.key for s in segments[-3:]), tokens)
         message = _openai.assistant_message(answer, completion_id)
@@ -632,6 +634,7 @@ class _App:
             reply=config.reply,
             tokens=tokens,
             model=request.model,
+            script=config.script_tool,
         )
         response_id = stable_id("resp_", *(s.key for s in segments[-3:]), tokens)
         output = _responses.output_items(answer, response_id)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ._cache import DEFAULT_CACHE_BYTES
 from ._faults import Fault
+from ._script import ScriptedTool
 from ._stats import DEFAULT_LOG_BYTES
 
 __all__ = [
@@ -36,7 +37,8 @@ class SimConfig:
     routes (``/_sim/...``) need one of them too, as either header.
     ``tool_rounds``: the scripted model calls a tool while the conversation holds fewer
     than this many tool results and tools are offered; then it answers with ``reply``
-    (``{results}``, ``{tokens}`` and ``{model}`` are filled in).
+    (``{results}``, ``{tokens}`` and ``{model}`` are filled in). ``script_tool``: call
+    this tool with this input (``{n}`` filled in) instead of the first tool offered.
     ``cache_min_tokens`` / ``cache_increment``: the prefix cache's smallest cacheable
     prefix and, for OpenAI, the step cached counts are rounded down to (1024 and 128, as
     the providers document).
@@ -64,6 +66,7 @@ class SimConfig:
     cache_max_bytes: int = DEFAULT_CACHE_BYTES
     log_max_bytes: int = DEFAULT_LOG_BYTES
     faults: tuple[Fault, ...] = field(default_factory=tuple)
+    script_tool: ScriptedTool | None = None
 
     def __post_init__(self) -> None:
         positive = (

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..formats import get_format
+from ..formats import get_format, openai_chat
 from ..formats._rules import PairingRule, Problem
 from ..sizing import Sizer
 from ._cache import Segment, canonical
@@ -331,23 +331,15 @@ def segments(request: OpenAIRequest, sizer: Sizer) -> list[Segment]:
 def context_error(
     tokens: int, max_tokens: int | None, window: int, reserve: bool
 ) -> ProviderError | None:
-    """OpenAI's refusal of a request too long for the window, or ``None``."""
+    """OpenAI's refusal of a request too long for the window, or ``None`` (the wording
+    is the dialect's, :mod:`windowfit.formats.openai_chat`)."""
     if tokens > window:
-        message = (
-            f"This model's maximum context length is {window} tokens. However, your messages "
-            f"resulted in {tokens} tokens. Please reduce the length of the messages."
-        )
+        status, body = openai_chat.overflow_error(tokens, window)
     elif reserve and max_tokens is not None and tokens + max_tokens > window:
-        message = (
-            f"This model's maximum context length is {window} tokens. However, you requested "
-            f"{tokens + max_tokens} tokens ({tokens} in the messages, {max_tokens} in the "
-            "completion). Please reduce the length of the messages or completion."
-        )
+        status, body = openai_chat.output_overflow_error(tokens, max_tokens, window)
     else:
         return None
-    return openai_error(
-        400, message, param="messages", code="context_length_exceeded", kind="context_overflow"
-    )
+    return ProviderError(status, body, kind="context_overflow")
 
 
 # --------------------------------------------------------------------------- answering

@@ -7,16 +7,24 @@ every required property gets a value derived from the number of results so far (
 count 1, 2, 3...; strings are ``"<property>-<n>"``; an ``enum`` cycles through its values).
 Otherwise it answers with the configured text. The same request always gets the same
 answer, ids included.
+
+A :class:`ScriptedTool` replaces the schema-made arguments, so that a real agent client
+with its own tools (Claude Code's ``Bash``, Codex's shell) runs a long loop the test
+chose: "call ``Bash`` with ``{"command": "cat part-{n}.txt"}`` for n = 1..40, then
+answer". ``{n}`` in the template's strings is the number of tool results so far plus one.
+Requests that do not offer the scripted tool (a client's side requests: titles, topic
+checks) are answered with the text.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Answer", "ToolOffer", "decide", "stable_id"]
+__all__ = ["Answer", "ScriptedTool", "ToolOffer", "decide", "parse_scripted_tool", "stable_id"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,48 @@ class Answer:
     text: str | None = None
     tool: str | None = None
     arguments: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ScriptedTool:
+    """The tool the scripted model calls, and its input with ``{n}`` placeholders."""
+
+    name: str
+    template: Mapping[str, Any]
+
+    def arguments(self, n: int) -> dict[str, Any]:
+        """The template with every ``{n}`` in its strings replaced by ``n``."""
+        filled = _fill(self.template, str(n))
+        assert isinstance(filled, dict)
+        return filled
+
+
+def _fill(value: Any, n: str) -> Any:
+    if isinstance(value, str):
+        return value.replace("{n}", n)
+    if isinstance(value, Mapping):
+        return {key: _fill(item, n) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_fill(item, n) for item in value]
+    return value
+
+
+def parse_scripted_tool(spec: str) -> ScriptedTool:
+    """``NAME=JSON-OBJECT`` (``Bash={"command": "cat part-{n}.txt"}``) as a
+    :class:`ScriptedTool`; :class:`ValueError` saying what is wrong otherwise."""
+    name, sep, template = spec.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ValueError(
+            f'expected NAME=JSON, e.g. Bash={{"command": "cat part-{{n}}.txt"}}, not {spec!r}'
+        )
+    try:
+        value = json.loads(template)
+    except ValueError as exc:
+        raise ValueError(f"the input of {name} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"the input of {name} must be a JSON object, not {template.strip()!r}")
+    return ScriptedTool(name, value)
 
 
 def stable_id(prefix: str, *parts: object, length: int = 24) -> str:
@@ -86,12 +136,17 @@ def decide(
     reply: str,
     tokens: int,
     model: str,
+    script: ScriptedTool | None = None,
 ) -> Answer:
     """The answer to a request (module docstring). ``choice`` is ``auto``, ``any``
-    (a tool call is required) or ``none``; ``named`` is the tool the choice names."""
+    (a tool call is required) or ``none``; ``named`` is the tool the choice names;
+    ``script`` the tool to call with its own input, when set."""
     offered = {tool.name: tool for tool in tools}
     wants_tool = choice == "any" or (choice == "auto" and results < tool_rounds)
-    if tools and choice != "none" and wants_tool:
+    if script is not None:
+        if script.name in offered and choice != "none" and wants_tool:
+            return Answer(tool=script.name, arguments=script.arguments(results + 1))
+    elif tools and choice != "none" and wants_tool:
         tool = offered.get(named or "", tools[0])
         return Answer(tool=tool.name, arguments=_arguments(tool.schema, results + 1))
     try:

@@ -1,0 +1,644 @@
+"""The proxy's ASGI application: read, fit, forward, relay, learn.
+
+A plain ASGI callable (no framework routing in the way of a relayed stream), served by
+uvicorn, forwarding with one ``httpx.AsyncClient`` (one connection pool, connect and
+read timeouts). Every request:
+
+1. is read up to ``max_body_bytes`` (else 413 in the API's shape);
+2. on a route windowfit fits (``POST /v1/messages``, ``POST /v1/chat/completions``...),
+   is fitted by its dialect (see ``_fit``); what cannot be read is forwarded unchanged;
+   a conversation nothing fits gets the API's own 400 with windowfit's sentence added;
+3. is forwarded to the configured upstream with the client's headers (hop-by-hop ones
+   aside) and query string; anything else (``/v1/models``, ``HEAD /``, unknown paths)
+   is forwarded as it came;
+4. on an upstream overflow error, after learning from it, is fitted once more to the
+   corrected budget and sent once more (the only retry the proxy makes);
+5. has its answer relayed: error bodies verbatim, streams chunk by chunk as they arrive
+   while a light parser watches them for usage, which teaches the conversation's budget.
+
+A client that disconnects cancels its upstream request at once. ``x-windowfit-stage``,
+``x-windowfit-tokens-before``, ``x-windowfit-tokens-after`` and ``x-windowfit-cleared``
+say what was done; ``x-windowfit-skipped`` why a request was forwarded unfitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import importlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from ..errors import SettingsError
+from ..formats import DIALECTS, Dialect, anthropic, openai_chat
+from ._config import ProxyConfig
+from ._fit import Fitted, RequestFitter
+from ._headers import pick_upstream, request_headers, response_headers
+from ._learning import ConversationLearning
+from ._sse import UsageWatcher
+
+__all__ = ["ProxyApp", "fitted_route"]
+
+_log = logging.getLogger("windowfit.proxy")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+#: Routes windowfit fits: path -> (dialect name, upstream name). Dialects that are not
+#: (yet) defined are skipped, their paths forwarded unchanged.
+_FITTED = {
+    "/v1/messages": ("anthropic", "anthropic"),
+    "/v1/chat/completions": ("openai", "openai"),
+    "/v1/responses": ("openai-responses", "openai"),
+}
+
+_MAX_ERROR_BYTES = 4 * 1024 * 1024  # an error body is read whole, up to this much
+
+
+def fitted_route(method: str, path: str) -> tuple[Dialect, str] | None:
+    """The dialect and upstream of a request windowfit fits, or ``None``."""
+    if method != "POST":
+        return None
+    found = _FITTED.get(path)
+    if found is None:
+        return None
+    dialect = DIALECTS.get(found[0])
+    return (dialect, found[1]) if dialect is not None else None
+
+
+def _refusal(upstream: str, status: int, message: str, kind: str) -> dict[str, Any]:
+    """An error body of the proxy's own (413, 502, 504) in the upstream API's shape."""
+    if upstream == "anthropic":
+        return anthropic.error_body(kind, message)
+    if upstream == "openai":
+        return openai_chat.error_body(message, "invalid_request_error", None, kind)
+    return {"error": {"code": status, "message": message, "status": kind.upper()}}
+
+
+_KINDS = {
+    413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
+    502: ("api_error", "windowfit proxy: the upstream could not be reached or broke off."),
+    504: ("api_error", "windowfit proxy: the upstream did not answer in time."),
+}
+
+
+class _TooLarge(Exception):
+    pass
+
+
+@dataclass
+class _Outcome:
+    """What one request came to, for the counters and the live page."""
+
+    route: str
+    status: int = 0
+    fitted: Fitted | None = None
+    refit: bool = False
+    usage_input: int | None = None
+    usage_cache_read: int | None = None
+    upstream_seconds: float = 0.0
+    error: str | None = None
+    started: float = field(default_factory=time.perf_counter)
+
+
+class _Observers:
+    """The proxy's metrics and live page, where those modules are present."""
+
+    def __init__(self) -> None:
+        self.metrics: Any = None
+        self.log: Any = None
+        self.render_page: Any = None
+        self.record_type: Any = None
+        try:
+            metrics = importlib.import_module("windowfit.proxy._metrics")
+            self.metrics = metrics.Metrics()
+        except ImportError:
+            pass
+        try:
+            dashboard = importlib.import_module("windowfit.proxy._dashboard")
+            self.log = dashboard.ConversationLog(max_conversations=200)
+            self.render_page = dashboard.render_page
+            self.record_type = dashboard.RequestRecord
+        except ImportError:
+            pass
+
+
+def _open_store(config: ProxyConfig) -> Any:
+    """The shared state store for ``--redis URL`` (``None``: learning stays in process)."""
+    if config.redis_url is None:
+        return None
+    try:
+        state = importlib.import_module("windowfit.proxy._state")
+    except ImportError:  # pragma: no cover - the state stores ship with the proxy
+        raise SettingsError("this windowfit has no state stores: --redis is unavailable") from None
+    return state.open_store(config.redis_url)
+
+
+class ProxyApp:
+    """The ASGI application (module docstring). ``loopback``: whether the proxy listens
+    on loopback only (the admin routes then need no key). ``transport``: an httpx
+    transport to use instead of the network (tests)."""
+
+    def __init__(
+        self,
+        config: ProxyConfig,
+        *,
+        loopback: bool = True,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.config = config
+        self.loopback = loopback
+        self.learning = ConversationLearning(config.max_conversations, _open_store(config))
+        self.fitter = RequestFitter(config, self.learning)
+        self.observers = _Observers()
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+        #: Requests forwarded unfitted, by reason (``not-json``, ``unreadable``...).
+        self.skipped: dict[str, int] = {}
+        self.refits = 0
+        #: Requests whose client left before the answer was complete.
+        self.disconnects = 0
+
+    # -- the upstream client -------------------------------------------------------------
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The one pool of upstream connections (made in the serving event loop)."""
+        if self._client is None:
+            timeout = httpx.Timeout(
+                connect=self.config.connect_timeout,
+                read=self.config.read_timeout,
+                write=self.config.read_timeout,
+                pool=self.config.connect_timeout,
+            )
+            limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+            self._client = httpx.AsyncClient(
+                timeout=timeout, limits=limits, transport=self._transport, trust_env=False
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    # -- ASGI ------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path: str = scope["path"]
+        method: str = scope["method"]
+        if method == "GET" and path in ("/metrics", "/_windowfit", "/_windowfit/"):
+            await self._admin(scope, send, path)
+            return
+        route = fitted_route(method, path)
+        upstream = route[1] if route else pick_upstream(path, scope["headers"])
+        outcome = _Outcome(route=f"{method} {path}" if route is None else path)
+        try:
+            body = await _read_body(scope, receive, self.config.max_body_bytes)
+        except _TooLarge:
+            await self._own_error(send, upstream, 413, outcome)
+            return
+        if body is None:  # the client left while sending
+            return
+        started: list[bool] = []
+
+        async def tracked(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                started.append(True)
+            await send(message)
+
+        task = asyncio.ensure_future(self._handle(scope, tracked, body, route, upstream, outcome))
+        watcher = asyncio.ensure_future(_disconnected(receive))
+        try:
+            await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watcher.cancel()
+            if not task.done():  # the client left: its upstream request is cancelled
+                task.cancel()
+                self.disconnects += 1
+                outcome.status, outcome.error = 499, "client disconnected"
+        try:
+            await task
+        except asyncio.CancelledError:
+            if outcome.status != 499:
+                raise
+        except Exception:  # a bug here must not look like the upstream's answer
+            _log.exception("windowfit proxy: unexpected error")
+            if not started:
+                await self._own_error(send, upstream, 502, outcome)
+        self._observe(outcome)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    # -- one request ---------------------------------------------------------------------
+
+    async def _handle(
+        self,
+        scope: Scope,
+        send: Send,
+        body: bytes,
+        route: tuple[Dialect, str] | None,
+        upstream: str,
+        outcome: _Outcome,
+    ) -> None:
+        url = self.config.upstream(upstream) + scope["path"]
+        query: bytes = scope.get("query_string") or b""
+        if query:
+            url += "?" + query.decode("latin-1")
+        headers = request_headers(scope["headers"])
+        if route is None:
+            await self._forward(scope["method"], url, headers, body, send, upstream, outcome)
+            return
+        dialect = route[0]
+        fitted = self.fitter.fit(dialect, body)
+        outcome.fitted = fitted
+        if fitted.skipped is not None:
+            self.skipped[fitted.skipped] = self.skipped.get(fitted.skipped, 0) + 1
+            _log.info(
+                "windowfit proxy: %s forwarded unfitted (%s)",
+                scope["path"],
+                fitted.detail or fitted.skipped,
+            )
+        if fitted.refusal is not None:
+            status, refusal = fitted.refusal
+            outcome.status, outcome.error = status, "context overflow (nothing fits)"
+            await _send_json(send, status, refusal, _report_headers(fitted))
+            return
+        response = await self._open(url, headers, fitted.body, upstream, outcome, send)
+        if response is None:
+            return
+        if response.status_code >= 400:
+            error = await _read_error(response)
+            parsed = _json_or_none(error)
+            if (
+                dialect.is_overflow(response.status_code, parsed)
+                and fitted.parts is not None
+                and fitted.key is not None
+                and fitted.report is not None
+            ):
+                retry = self._refit(dialect, fitted, response.status_code, parsed)
+                if retry is not None:
+                    self.refits += 1
+                    outcome.refit = True
+                    outcome.fitted = fitted = retry
+                    if fitted.refusal is not None:
+                        status, refusal = fitted.refusal
+                        outcome.status, outcome.error = status, "context overflow (nothing fits)"
+                        await _send_json(send, status, refusal, _report_headers(fitted))
+                        return
+                    response = await self._open(url, headers, fitted.body, upstream, outcome, send)
+                    if response is None:
+                        return
+                    if response.status_code >= 400:
+                        error = await _read_error(response)
+                        await self._send_error(send, response, error, fitted, outcome)
+                        return
+                else:
+                    await self._send_error(send, response, error, fitted, outcome)
+                    return
+            else:
+                await self._send_error(send, response, error, fitted, outcome)
+                return
+        await self._relay(send, response, dialect, fitted, outcome)
+
+    def _refit(self, dialect: Dialect, fitted: Fitted, status: int, body: Any) -> Fitted | None:
+        """The request fitted again after the upstream refused it as too long, or ``None``
+        when what was learned would send the same request."""
+        assert fitted.key is not None and fitted.report is not None and fitted.parts is not None
+        taught, limit = self.learning.observe_overflow(
+            fitted.key, fitted.report.tokens_after, status, body
+        )
+        if not taught and limit is None:
+            return None
+        again = self.fitter.refit(
+            dialect, fitted.body, fitted.data, fitted.parts, retry=True, cap=limit
+        )
+        if again.refusal is not None:
+            return again
+        if again.report is None or again.report.tokens_after >= fitted.report.tokens_after:
+            return None
+        return again
+
+    async def _open(
+        self,
+        url: str,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        upstream: str,
+        outcome: _Outcome,
+        send: Send,
+        method: str = "POST",
+    ) -> httpx.Response | None:
+        """The upstream's answer (its head; the body is read as it is relayed), or
+        ``None`` after answering the client with a 502/504 in the API's shape."""
+        content = body if body or method not in ("GET", "HEAD") else None  # none, as sent
+        request = self.client.build_request(method, url, headers=headers, content=content)
+        started = time.perf_counter()
+        try:
+            response = await self.client.send(request, stream=True)
+        except httpx.TimeoutException:
+            outcome.upstream_seconds += time.perf_counter() - started
+            await self._own_error(send, upstream, 504, outcome)
+            return None
+        except httpx.HTTPError as exc:
+            outcome.upstream_seconds += time.perf_counter() - started
+            _log.warning("windowfit proxy: upstream %s: %s", upstream, type(exc).__name__)
+            await self._own_error(send, upstream, 502, outcome)
+            return None
+        outcome.upstream_seconds += time.perf_counter() - started
+        return response
+
+    async def _forward(
+        self,
+        method: str,
+        url: str,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        send: Send,
+        upstream: str,
+        outcome: _Outcome,
+    ) -> None:
+        """Pass a request through exactly: its answer's bytes as they came (still
+        encoded), its headers (hop-by-hop ones aside)."""
+        response = await self._open(url, headers, body, upstream, outcome, send, method)
+        if response is None:
+            return
+        outcome.status = response.status_code
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status_code,
+                    "headers": response_headers(response.headers.raw, decoded=False),
+                }
+            )
+            async for chunk in response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except httpx.HTTPError:
+            outcome.error = "upstream broke off"
+            return  # the connection is closed without an end: the client sees it cut
+        finally:
+            await response.aclose()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _relay(
+        self,
+        send: Send,
+        response: httpx.Response,
+        dialect: Dialect,
+        fitted: Fitted,
+        outcome: _Outcome,
+    ) -> None:
+        """A successful answer to the client: a stream chunk by chunk (watched for usage),
+        a JSON body whole (read for usage); then learning from the usage."""
+        outcome.status = response.status_code
+        content_type = response.headers.get("content-type", "")
+        headers = response_headers(response.headers.raw, decoded=True) + _report_headers(fitted)
+        streamed = content_type.startswith("text/event-stream")
+        try:
+            if streamed:
+                watcher = UsageWatcher(dialect.stream_usage)
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": response.status_code,
+                        "headers": headers,
+                    }
+                )
+                async for chunk in response.aiter_bytes():
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    watcher.feed(chunk)
+                usage = watcher.usage
+            else:
+                data = await response.aread()
+                usage = dialect.usage(_json_or_none(data))
+                headers.append((b"content-length", str(len(data)).encode()))
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": response.status_code,
+                        "headers": headers,
+                    }
+                )
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+        except httpx.HTTPError:
+            outcome.error = "upstream broke off"
+            return  # the client sees its stream cut, as the upstream cut it
+        finally:
+            await response.aclose()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if usage is not None:
+            outcome.usage_input = usage.input_tokens
+            outcome.usage_cache_read = usage.cache_read_tokens
+            if fitted.key is not None and fitted.report is not None:
+                self.learning.observe(fitted.key, fitted.report.tokens_after, usage.input_tokens)
+
+    async def _send_error(
+        self, send: Send, response: httpx.Response, body: bytes, fitted: Fitted, outcome: _Outcome
+    ) -> None:
+        """An upstream error, verbatim (decoded), with what windowfit did."""
+        outcome.status = response.status_code
+        outcome.error = _error_summary(body)
+        headers = response_headers(response.headers.raw, decoded=True) + _report_headers(fitted)
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send(
+            {"type": "http.response.start", "status": response.status_code, "headers": headers}
+        )
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def _own_error(self, send: Send, upstream: str, status: int, outcome: _Outcome) -> None:
+        kind, message = _KINDS[status]
+        outcome.status, outcome.error = status, message
+        await _send_json(send, status, _refusal(upstream, status, message, kind), [])
+        if status == 413:
+            self._observe(outcome)
+
+    # -- counters, live page -------------------------------------------------------------
+
+    def _observe(self, outcome: _Outcome) -> None:
+        observers = self.observers
+        fitted = outcome.fitted
+        report = fitted.report if fitted is not None else None
+        total = time.perf_counter() - outcome.started
+        if observers.metrics is not None:
+            observers.metrics.observe(
+                route=outcome.route,
+                stage=report.stage if report is not None else None,
+                status=outcome.status,
+                tokens_before=report.tokens_before if report is not None else 0,
+                tokens_after=report.tokens_after if report is not None else 0,
+                refit=outcome.refit,
+                upstream_seconds=outcome.upstream_seconds,
+                added_seconds=max(0.0, total - outcome.upstream_seconds),
+            )
+        if observers.log is not None and fitted is not None and fitted.key is not None:
+            parts = fitted.parts
+            observers.log.record(
+                fitted.key,
+                observers.record_type(
+                    at=time.time(),
+                    route=outcome.route,
+                    model=parts.model if parts is not None else None,
+                    stage=report.stage if report is not None else None,
+                    tokens_before=report.tokens_before if report is not None else 0,
+                    tokens_after=report.tokens_after if report is not None else 0,
+                    budget=fitted.budget,
+                    input_tokens=outcome.usage_input,
+                    cache_read_tokens=outcome.usage_cache_read,
+                    refit=outcome.refit,
+                    status=outcome.status,
+                    error=outcome.error,
+                ),
+            )
+
+    async def _admin(self, scope: Scope, send: Send, path: str) -> None:
+        refusal = self._admin_refusal(scope)
+        if refusal is not None:
+            await _send_json(send, refusal[0], {"error": refusal[1]}, [])
+            return
+        observers = self.observers
+        if path == "/metrics":
+            if observers.metrics is None:
+                await _send_json(send, 404, {"error": "metrics are not available"}, [])
+                return
+            text = observers.metrics.render().encode()
+            kind = b"text/plain; version=0.0.4; charset=utf-8"
+        else:
+            if observers.log is None:
+                await _send_json(send, 404, {"error": "the live page is not available"}, [])
+                return
+            text = observers.render_page(observers.log, self.config.budget).encode()
+            kind = b"text/html; charset=utf-8"
+        headers = [(b"content-type", kind), (b"content-length", str(len(text)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": text, "more_body": False})
+
+    def _admin_refusal(self, scope: Scope) -> tuple[int, str] | None:
+        """Open on loopback; elsewhere the admin key is needed (bearer or
+        ``x-windowfit-admin-key``), and without one configured the routes stay closed."""
+        if self.loopback:
+            return None
+        key = self.config.admin_key
+        if not key:
+            return 403, "start the proxy with --admin-key KEY to read this beyond loopback"
+        given = b""
+        for name, value in scope["headers"]:
+            if name == b"x-windowfit-admin-key":
+                given = value.strip()
+            elif name == b"authorization" and value[:7].lower() == b"bearer ":
+                given = given or value[7:].strip()
+        if given and hmac.compare_digest(given, key.encode()):
+            return None
+        return 401, "send the admin key as Authorization: Bearer KEY or x-windowfit-admin-key"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None:
+    """The request body, ``None`` if the client disconnected, :class:`_TooLarge` past
+    ``limit`` (by its declared length, or as it arrives)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                if int(value) > limit:
+                    raise _TooLarge
+            except ValueError:
+                pass
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Returns when the client has gone (the body is already read)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def _read_error(response: httpx.Response) -> bytes:
+    try:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > _MAX_ERROR_BYTES:
+                break
+        return b"".join(chunks)
+    except httpx.HTTPError:
+        return b"".join(chunks)
+    finally:
+        await response.aclose()
+
+
+def _json_or_none(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _error_summary(body: bytes) -> str:
+    parsed = _json_or_none(body)
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    text = message if isinstance(message, str) else body[:200].decode("utf-8", "replace")
+    return text[:300]
+
+
+def _report_headers(fitted: Fitted) -> list[tuple[bytes, bytes]]:
+    report = fitted.report
+    if report is None:
+        reason = fitted.skipped or ("overflow" if fitted.refusal is not None else "none")
+        return [(b"x-windowfit-skipped", reason.encode("ascii", "replace"))]
+    return [
+        (b"x-windowfit-stage", str(report.stage).encode()),
+        (b"x-windowfit-tokens-before", str(report.tokens_before).encode()),
+        (b"x-windowfit-tokens-after", str(report.tokens_after).encode()),
+        (b"x-windowfit-cleared", str(len(report.cleared)).encode()),
+    ]
+
+
+async def _send_json(send: Send, status: int, body: Any, extra: list[tuple[bytes, bytes]]) -> None:
+    data = json.dumps(body, separators=(",", ":")).encode("ascii")
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(data)).encode()),
+        *extra,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data, "more_body": False})

@@ -1,0 +1,133 @@
+"""Serving the proxy: in the foreground (``windowfit proxy``) or in a background thread
+(tests, notebooks). uvicorn and httpx are imported here, when a proxy starts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MissingExtraError
+from ..server._run import bind_socket, is_loopback
+from ._config import ProxyConfig
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from ._app import ProxyApp
+
+__all__ = ["ProxyServer", "create_proxy_app", "proxy_server"]
+
+
+def create_proxy_app(
+    config: ProxyConfig | None = None, *, loopback: bool = True, transport: Any = None
+) -> ProxyApp:
+    """The proxy's ASGI application (needs the ``proxy`` extra)."""
+    try:
+        from ._app import ProxyApp
+    except ImportError as exc:
+        raise MissingExtraError("httpx", "proxy", "windowfit proxy") from exc
+    return ProxyApp(config or ProxyConfig(), loopback=loopback, transport=transport)
+
+
+def proxy_server(app: ProxyApp, log_level: str = "warning") -> uvicorn.Server:
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise MissingExtraError("uvicorn", "proxy", "windowfit proxy") from exc
+    from ..server._run import _quiet_drops
+
+    _quiet_drops()  # a stream the upstream cut is cut for the client too, on purpose
+    config = uvicorn.Config(
+        app,
+        log_level=log_level,
+        lifespan="on",
+        http="h11",
+        access_log=False,
+        timeout_graceful_shutdown=2,
+    )
+    return uvicorn.Server(config)
+
+
+class ProxyServer:
+    """A proxy on ``host``:``port`` in a background thread::
+
+        with SimServer(...) as sim, ProxyServer(ProxyConfig(upstreams=(("anthropic",
+                sim.url),))) as proxy:
+            client = anthropic.Anthropic(base_url=proxy.url, api_key="any")
+
+    ``port=0`` picks a free port; :attr:`url` says which, :attr:`app` is the application
+    (its counters). ``transport``: an httpx transport in place of the network (tests).
+    """
+
+    def __init__(
+        self,
+        config: ProxyConfig | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        log_level: str = "warning",
+        transport: Any = None,
+    ) -> None:
+        self.config = config or ProxyConfig()
+        self.host = host
+        self.port = port
+        self.app = create_proxy_app(self.config, loopback=is_loopback(host), transport=transport)
+        self._log_level = log_level
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> ProxyServer:
+        if self._thread is not None:
+            raise RuntimeError("the proxy is already running")
+        sock = bind_socket(self.host, self.port)
+        self.port = sock.getsockname()[1]
+        server = proxy_server(self.app, self._log_level)
+        self._server = server
+
+        def run() -> None:
+            try:
+                server.run(sockets=[sock])
+            except BaseException as exc:  # pragma: no cover - reported by start()
+                self._error = exc
+            finally:
+                sock.close()
+
+        self._thread = threading.Thread(target=run, name="windowfit-proxy", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the proxy did not start: {self._error!r}")
+            time.sleep(0.01)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        server, thread = self._server, self._thread
+        if server is not None:
+            server.should_exit = True
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive() and server is not None:
+                server.force_exit = True
+                thread.join(timeout)
+        self._server = self._thread = None
+
+    def __enter__(self) -> ProxyServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
