@@ -306,7 +306,7 @@ def _chart(summary: ConversationSummary, width: int, height: int, *, labels: boo
     plot_w = width - pad_left - pad
     plot_h = height - 2 * pad
     n = len(records)
-    slot = plot_w / max(n, 1)
+    slot = min(plot_w / max(n, 1), 24.0 if labels else 8.0)  # a few requests: narrow bars
     bar = max(1.0, slot * 0.7)
 
     def y(tokens: int) -> float:
@@ -352,9 +352,12 @@ def _chart(summary: ConversationSummary, width: int, height: int, *, labels: boo
                 f'fill="{_BUDGET}">{_tokens(summary.budget)}</text>'
             )
     if labels:
+        if summary.budget is None or summary.budget < top * 0.9:  # else the labels overlap
+            parts.append(
+                f'<text x="{pad_left - 4}" y="{pad + 10}" text-anchor="end" font-size="11" '
+                f'fill="#4a5260">{_tokens(top)}</text>'
+            )
         parts.append(
-            f'<text x="{pad_left - 4}" y="{pad + 10}" text-anchor="end" font-size="11" '
-            f'fill="#4a5260">{_tokens(top)}</text>'
             f'<text x="{pad_left - 4}" y="{height - pad}" text-anchor="end" font-size="11" '
             f'fill="#4a5260">0</text>'
         )
