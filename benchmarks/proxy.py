@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -253,6 +254,7 @@ class Timing:
     first_byte: float
     total: float
     status: int
+    stage: str | None  # the proxy's x-windowfit-stage header, where there is one
 
 
 async def timed_stream(client: httpx.AsyncClient, url: str, body: bytes) -> Timing:
@@ -262,9 +264,9 @@ async def timed_stream(client: httpx.AsyncClient, url: str, body: bytes) -> Timi
         async for _ in response.aiter_raw():
             if not first:
                 first = time.perf_counter() - started
-    return Timing(
-        first or time.perf_counter() - started, time.perf_counter() - started, response.status_code
-    )
+    total = time.perf_counter() - started
+    stage = response.headers.get("x-windowfit-stage")
+    return Timing(first or total, total, response.status_code, stage)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -328,8 +330,8 @@ def latency_table(rows: list[tuple[str, int, PathResult, PathResult | None]]) ->
     ms = 1000.0
     out = [
         "| path | concurrency | requests | first byte p50 / p99 (ms) | total p50 / p99 (ms) "
-        "| added p50 / p99 (ms) | first byte added p50 (ms) | failures |",
-        "|---|---|---|---|---|---|---|---|",
+        "| added p50 / p99 (ms) | first byte added p50 (ms) | stages | failures |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for label, conc, result, direct in rows:
         fb = f"{result.q('first_byte', 50) * ms:.1f} / {result.q('first_byte', 99) * ms:.1f}"
@@ -341,12 +343,14 @@ def latency_table(rows: list[tuple[str, int, PathResult, PathResult | None]]) ->
             a99 = (result.q("total", 99) - direct.q("total", 99)) * ms
             added = f"{a50:+.1f} / {a99:+.1f}"
             fb_added = f"{(result.q('first_byte', 50) - direct.q('first_byte', 50)) * ms:+.1f}"
+        stages = Counter(t.stage for t in result.timings if t.stage is not None)
+        staged = " ".join(f"{k}×{n}" for k, n in sorted(stages.items())) or "—"
         fails = str(len(result.failures))
         if result.failures:
             fails += f" ({result.failures[0]})"
         out.append(
             f"| {label} | {conc} | {len(result.timings)} | {fb} | {tot} | {added} | {fb_added} "
-            f"| {fails} |"
+            f"| {staged} | {fails} |"
         )
     return out
 
@@ -436,7 +440,7 @@ def _describe_error(status: int, body: bytes, headers: httpx.Headers) -> str:
         error = json.loads(body).get("error", {})
         what = f"{error.get('type')}: {str(error.get('message'))[:40]}"
     except (ValueError, AttributeError):
-        what = f"{len(body)} bytes, not JSON"
+        what = f"not JSON: {body[:30].decode('utf-8', 'replace')!r}"
     retry = headers.get("retry-after")
     return f"{status} {what}" + (f" (retry-after {retry})" if retry else "")
 
