@@ -54,6 +54,8 @@ MODEL = "claude-sonnet-4-6"  # 1M window in windowfit's model table: 200k reques
 WINDOW = 1_000_000
 DEADLINE = 60.0  # seconds any one request may take before it counts as hung
 HEADERS = {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01"}
+#: LiteLLM's proxy refuses to start without a strong master key; clients send it instead.
+LITELLM_KEY = "sk-windowfit-bench-7c1e4f0a9b2d4e6f8a1c3b5d7e9f0a2b"
 
 _WORDS = (  # noqa: SIM905
     "the of and to in is that for it as was with be by on not he this are or his from at "
@@ -257,10 +259,12 @@ class Timing:
     stage: str | None  # the proxy's x-windowfit-stage header, where there is one
 
 
-async def timed_stream(client: httpx.AsyncClient, url: str, body: bytes) -> Timing:
+async def timed_stream(
+    client: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str] = HEADERS
+) -> Timing:
     started = time.perf_counter()
     first = 0.0
-    async with client.stream("POST", url, content=body, headers=HEADERS) as response:
+    async with client.stream("POST", url, content=body, headers=headers) as response:
         async for _ in response.aiter_raw():
             if not first:
                 first = time.perf_counter() - started
@@ -297,6 +301,7 @@ async def run_path(
     requests: int,
     tokens: int,
     seed: int,
+    headers: dict[str, str] = HEADERS,
 ) -> PathResult:
     result = PathResult(name)
     per_worker = max(1, requests // concurrency)
@@ -309,7 +314,9 @@ async def run_path(
             for _ in range(per_worker):
                 body = conv.next_body(stream=True)
                 try:
-                    timing = await asyncio.wait_for(timed_stream(client, url, body), DEADLINE)
+                    timing = await asyncio.wait_for(
+                        timed_stream(client, url, body, headers), DEADLINE
+                    )
                 except Exception as exc:  # a failure is a figure too
                     result.failures.append(f"{type(exc).__name__}: {exc}"[:120])
                     continue
@@ -320,7 +327,7 @@ async def run_path(
         # one warm-up request per worker (connections, tokenizer loading), not counted
         warm = Conversation(seed * 1000 + 999, 2000, 100)
         await asyncio.gather(
-            *(timed_stream(client, url, warm.next_body(True)) for _ in range(concurrency))
+            *(timed_stream(client, url, warm.next_body(True), headers) for _ in range(concurrency))
         )
         await asyncio.gather(*(worker(w) for w in range(concurrency)))
     return result
@@ -575,7 +582,13 @@ def litellm_service(sim: Service) -> tuple[Service | None, str]:
         service = start(
             "litellm",
             [str(exe), "--config", str(config), "--host", "127.0.0.1", "--port", str(_free_port())],
-            env={"ANTHROPIC_API_BASE": sim.url, "ANTHROPIC_API_KEY": "sk-bench"},
+            env={
+                "ANTHROPIC_API_BASE": sim.url,
+                "ANTHROPIC_API_KEY": "sk-bench",
+                "LITELLM_MASTER_KEY": LITELLM_KEY,
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no download at start
+                "LITELLM_TELEMETRY": "False",
+            },
         )
     except RuntimeError as exc:
         return None, f"LiteLLM's proxy did not start: {str(exc)[-300:]}"
@@ -618,7 +631,13 @@ async def _latency(
             rows.append(("through windowfit proxy", conc, through, direct))
         if litellm is not None:
             lite = await run_path(
-                "litellm", litellm.url + "/anthropic/v1/messages", conc, n, args.tokens, seed + 2
+                "litellm",
+                litellm.url + "/anthropic/v1/messages",
+                conc,
+                n,
+                args.tokens,
+                seed + 2,
+                {**HEADERS, "x-api-key": LITELLM_KEY},
             )
             rows.append(("through LiteLLM pass-through", conc, lite, direct))
     return latency_table(rows)
