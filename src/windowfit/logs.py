@@ -129,7 +129,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from windowfit.errors import LogFormatError
+from windowfit.errors import ConversationError, LogFormatError
+from windowfit.formats import get_format
+from windowfit.formats._rules import PairingRule
+from windowfit.sizing import Sizer
 
 __all__ = [
     "MINI_SWE_AGENT_BASH_TOOL",
@@ -261,12 +264,34 @@ def read_runs(path: str | os.PathLike[str], *, max_bytes: int = MAX_LOG_BYTES) -
     or that is larger than ``max_bytes``.
     """
     root = Path(path)
-    if root.is_dir():
-        runs: list[Run] = []
-        for file in _log_files(root):
-            runs.extend(_read_file(file, max_bytes))
-        return runs
-    return _read_file(root, max_bytes)
+    files = list(_log_files(root)) if root.is_dir() else [root]
+    runs: list[Run] = []
+    for file in files:
+        for run in _read_file(file, max_bytes):
+            _check_pairing(run)
+            runs.append(run)
+    return runs
+
+
+def _check_pairing(run: Run) -> None:
+    """Judge the repaired run by the one pairing rule fitting and the server use (the
+    repairs above are what make a log satisfy it; this says they did)."""
+    spec = get_format(run.format)
+    rule = PairingRule.for_format(spec)
+    sizer = Sizer(provider=run.format)
+    try:
+        for i, raw in enumerate(run.messages):
+            problem = rule.add(i, spec.scan(raw, i, sizer))
+            if problem is not None:
+                break
+        else:
+            problem = rule.finish()
+    except ConversationError as exc:
+        raise LogFormatError(f"{run.source}: {exc}", path=run.path) from None
+    if problem is not None:
+        raise LogFormatError(
+            f"{run.source}: message {problem.index}: {problem.text}", path=run.path
+        )
 
 
 # -- files -------------------------------------------------------------------------------

@@ -37,6 +37,9 @@ class FormatSpec:
     strip: Callable[[Any], dict[str, Any]]
     #: Roles the first non-system message may have (``None``: any).
     opening_roles: frozenset[str] | None = None
+    #: The API joins consecutive assistant messages into one (their calls answered after
+    #: the last of them).
+    merges_assistants: bool = False
 
 
 def require_mapping(value: Any, index: int, what: str) -> Mapping[str, Any]:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ._common import FormatSpec
 from ._facts import Facts
 
 __all__ = ["PairingRule", "Problem", "ProblemKind"]
@@ -39,17 +40,28 @@ class PairingRule:
 
     ``system_roles`` lead a request without taking part in the pairing; ``opening_roles``
     are the roles the first other message may have (``None``: any role).
+    ``merges_assistants``: the API joins consecutive assistant messages into one turn
+    (Anthropic does), so calls made by one of them may be answered after the next.
     """
 
     def __init__(
         self,
         system_roles: frozenset[str] = frozenset(),
         opening_roles: frozenset[str] | None = None,
+        *,
+        merges_assistants: bool = False,
     ) -> None:
         self.system_roles = system_roles
         self.opening_roles = opening_roles
+        self.merges_assistants = merges_assistants
         self.open_calls: dict[str, int] = {}  # call id -> index of the assistant message
         self.opened = False
+        self.last_role: str | None = None  # of the message checked last
+
+    @classmethod
+    def for_format(cls, spec: FormatSpec) -> PairingRule:
+        """The rule as ``spec``'s API applies it."""
+        return cls(spec.system_roles, spec.opening_roles, merges_assistants=spec.merges_assistants)
 
     def add(self, i: int, facts: Facts) -> Problem | None:
         """The first problem message ``i`` reveals, or ``None``."""
@@ -76,6 +88,7 @@ class PairingRule:
                     f"the first message must be a {allowed} message, not {role}",
                 )
         open_calls = self.open_calls
+        previous, self.last_role = self.last_role, role
         for call_id in results:
             if call_id not in open_calls:
                 return Problem(
@@ -86,7 +99,8 @@ class PairingRule:
                     "assistant message just before it",
                 )
             del open_calls[call_id]
-        if open_calls and not carrier:
+        joined = self.merges_assistants and role == previous == "assistant"
+        if open_calls and not carrier and not joined:
             call_id, at = next(iter(open_calls.items()))
             open_calls.clear()
             return Problem(

@@ -417,4 +417,5 @@ SPEC = FormatSpec(
     clear=clear,
     strip=strip,
     opening_roles=frozenset({"user"}),
+    merges_assistants=True,  # "consecutive user or assistant turns ... will be combined"
 )
