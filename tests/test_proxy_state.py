@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -13,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from redis_server import NEEDS_REDIS, REDIS, free_port, running_redis, start_redis, stop_redis
 from windowfit.errors import MissingExtraError, SettingsError
 from windowfit.proxy._state import (
     MemoryStateStore,
@@ -22,63 +20,12 @@ from windowfit.proxy._state import (
     redact_url,
 )
 
-REDIS = shutil.which("redis-server")
-NEEDS_REDIS = "needs redis-server (make setup installs the Debian package where apt-get runs)"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_redis(directory: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """A redis-server on a free loopback port, keeping nothing on disk; its URL."""
-    assert REDIS is not None
-    for _ in range(5):
-        port = _free_port()
-        proc = subprocess.Popen(
-            [
-                *(REDIS, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory)),
-                *("--save", "", "--appendonly", "no", "--protected-mode", "yes"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2) as conn:
-                    conn.sendall(b"PING\r\n")
-                    if conn.recv(16).startswith(b"+PONG"):
-                        return proc, f"redis://127.0.0.1:{port}/0"
-            except OSError:
-                time.sleep(0.05)
-        proc.kill()
-        proc.wait()
-    raise RuntimeError("redis-server did not start on a free port in 5 attempts")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
 
 @pytest.fixture
 def redis_url(tmp_path: Path) -> Iterator[str]:
     """The URL of a real redis-server started for this test, stopped after it."""
-    if REDIS is None:
-        pytest.skip(NEEDS_REDIS)
-    pytest.importorskip("redis", reason="needs the 'redis' package: pip install 'windowfit[proxy]'")
-    proc, url = _start_redis(tmp_path)
-    try:
+    with running_redis(tmp_path) as url:
         yield url
-    finally:
-        _stop(proc)
 
 
 # --------------------------------------------------------------------------- memory
@@ -173,7 +120,7 @@ def test_keys_live_under_the_prefix_with_the_ttl(redis_url):
 
 
 def test_an_unreachable_redis_is_a_settings_error_naming_the_url_without_its_password():
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     pytest.importorskip("redis", reason="needs the 'redis' package: pip install 'windowfit[proxy]'")
     with pytest.raises(SettingsError) as info:
         RedisStateStore(f"redis://:hunter2@127.0.0.1:{port}/0", timeout=0.5)
@@ -198,13 +145,13 @@ def test_a_redis_that_goes_away_makes_lookups_miss_instead_of_failing_requests(t
     if REDIS is None:
         pytest.skip(NEEDS_REDIS)
     pytest.importorskip("redis", reason="needs the 'redis' package: pip install 'windowfit[proxy]'")
-    proc, url = _start_redis(tmp_path)
+    proc, url = start_redis(tmp_path)
     try:
         store = RedisStateStore(url, timeout=0.5)
         store.set("conv", "v")
         assert store.get("conv") == "v"
     finally:
-        _stop(proc)
+        stop_redis(proc)
     started = time.monotonic()
     assert store.get("conv") is None
     store.set("conv", "w")  # dropped, not raised
