@@ -368,7 +368,7 @@ def latency_table(rows: list[tuple[str, int, PathResult, PathResult | None]]) ->
 async def memory_run(sim: Service, proxy: Service, requests: int, concurrency: int) -> list[str]:
     samples: list[tuple[int, float]] = [(0, proxy.rss_mb())]
     done = 0
-    failures = 0
+    failures: Counter[str] = Counter()
     every = max(1, requests // 10)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(DEADLINE)) as client:
@@ -377,7 +377,7 @@ async def memory_run(sim: Service, proxy: Service, requests: int, concurrency: i
             queue.put_nowait(i)
 
         async def worker() -> None:
-            nonlocal done, failures
+            nonlocal done
             while True:
                 try:
                     i = queue.get_nowait()
@@ -390,9 +390,10 @@ async def memory_run(sim: Service, proxy: Service, requests: int, concurrency: i
                         content=conv.next_body(stream=i % 2 == 0),
                         headers=HEADERS,
                     )
-                    failures += r.status_code != 200
-                except httpx.HTTPError:
-                    failures += 1
+                    if r.status_code != 200:
+                        failures[f"HTTP {r.status_code}"] += 1
+                except httpx.HTTPError as exc:
+                    failures[type(exc).__name__] += 1
                 done += 1
                 if done % every == 0:
                     samples.append((done, proxy.rss_mb()))
@@ -403,12 +404,13 @@ async def memory_run(sim: Service, proxy: Service, requests: int, concurrency: i
     peak = max(mb for _, mb in samples)
     end = samples[-1][1]
     line = ", ".join(f"{n}: {mb:.0f}" for n, mb in samples)
+    failed = ", ".join(f"{n}× {why}" for why, n in failures.most_common()) or "none"
     return [
         f"proxy RSS over {requests:,} requests of distinct conversations "
         f"(concurrency {concurrency}, half streamed), MB after N requests: {line}",
         f"start {start_mb:.1f} MB, after the first {every:,} {warm_mb:.1f} MB, peak {peak:.1f} MB, "
         f"end {end:.1f} MB: growth {end - start_mb:+.1f} MB from start, "
-        f"{end - warm_mb:+.1f} MB after warm-up (goal: under 50 MB); {failures} failed",
+        f"{end - warm_mb:+.1f} MB after warm-up (goal: under 50 MB); failed: {failed}",
     ]
 
 
