@@ -12,9 +12,9 @@ STAMP := $(VENV)/.windowfit-installed
 # packages, so they are installed without their (large) dependency trees.
 TOKENIZER_DATA := litellm mistral-common
 
-.PHONY: demo test lint types unit bench clean setup clients
+.PHONY: demo test lint types unit bench clean setup clients debian
 
-setup: $(STAMP) clients
+setup: $(STAMP) clients debian
 
 # The real agent clients (Claude Code, Codex) that end-to-end tests drive offline, pinned in
 # clients/package-lock.json. Skipped with a notice where npm is missing (their tests then skip).
@@ -25,6 +25,23 @@ $(CLIENTS_STAMP): clients/package.json clients/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --prefix clients --no-audit --no-fund --loglevel=error && touch $(CLIENTS_STAMP); \
 	else echo "npm not found: the Claude Code / Codex end-to-end tests will skip"; fi
+
+# Debian programs that tests run for real: redis-server (the proxy's shared state) and
+# chromium (the proxy's live page, headless). Installed with apt-get where missing, at the
+# versions tested (the archive's current one once that has gone); where apt-get cannot run
+# (not root, not Debian) a notice is printed and their tests skip saying why.
+DEBIAN_PINS := redis-server=5:7.0.15-1~deb12u7 chromium=150.0.7871.100-1~deb12u1
+debian:
+	@missing=""; for pin in $(DEBIAN_PINS); do \
+		command -v "$${pin%%=*}" >/dev/null 2>&1 || missing="$$missing $$pin"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
+		echo "apt-get unavailable: not installing$$missing (their tests will skip)"; exit 0; fi; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -qq >/dev/null; \
+	apt-get install -y -qq --no-install-recommends $$missing >/dev/null \
+		|| apt-get install -y -qq --no-install-recommends $$(for p in $$missing; do echo "$${p%%=*}"; done) >/dev/null \
+		|| echo "apt-get could not install$$missing (their tests will skip)"
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import importlib
 import json
 import logging
 import time
@@ -35,13 +34,15 @@ from typing import Any
 
 import httpx
 
-from ..errors import SettingsError
 from ..formats import DIALECTS, Dialect, anthropic, openai_chat
 from ._config import ProxyConfig
+from ._dashboard import ConversationLog, RequestRecord, render_page
 from ._fit import Fitted, RequestFitter
 from ._headers import pick_upstream, request_headers, response_headers
 from ._learning import ConversationLearning
+from ._metrics import Metrics
 from ._sse import UsageWatcher
+from ._state import StateStore, open_store
 
 __all__ = ["ProxyApp", "fitted_route"]
 
@@ -110,36 +111,18 @@ class _Outcome:
 
 
 class _Observers:
-    """The proxy's metrics and live page, where those modules are present."""
+    """The proxy's metrics (``GET /metrics``) and live page (``GET /_windowfit/``)."""
 
-    def __init__(self) -> None:
-        self.metrics: Any = None
-        self.log: Any = None
-        self.render_page: Any = None
-        self.record_type: Any = None
-        try:
-            metrics = importlib.import_module("windowfit.proxy._metrics")
-            self.metrics = metrics.Metrics()
-        except ImportError:
-            pass
-        try:
-            dashboard = importlib.import_module("windowfit.proxy._dashboard")
-            self.log = dashboard.ConversationLog(max_conversations=200)
-            self.render_page = dashboard.render_page
-            self.record_type = dashboard.RequestRecord
-        except ImportError:
-            pass
+    def __init__(self, max_conversations: int = 200) -> None:
+        self.metrics = Metrics()
+        self.log = ConversationLog(max_conversations=max_conversations)
 
 
-def _open_store(config: ProxyConfig) -> Any:
+def _open_store(config: ProxyConfig) -> StateStore | None:
     """The shared state store for ``--redis URL`` (``None``: learning stays in process)."""
     if config.redis_url is None:
         return None
-    try:
-        state = importlib.import_module("windowfit.proxy._state")
-    except ImportError:  # pragma: no cover - the state stores ship with the proxy
-        raise SettingsError("this windowfit has no state stores: --redis is unavailable") from None
-    return state.open_store(config.redis_url)
+    return open_store(config.redis_url)
 
 
 class ProxyApp:
@@ -481,7 +464,13 @@ class ProxyApp:
         fitted = outcome.fitted
         report = fitted.report if fitted is not None else None
         total = time.perf_counter() - outcome.started
-        if observers.metrics is not None:
+        if fitted is None:  # passed through, or refused before reading
+            observers.metrics.observe_passthrough(
+                outcome.route, outcome.status, outcome.upstream_seconds
+            )
+        else:
+            if fitted.skipped is not None:
+                observers.metrics.observe_unparsed(outcome.route)
             observers.metrics.observe(
                 route=outcome.route,
                 stage=report.stage if report is not None else None,
@@ -492,11 +481,11 @@ class ProxyApp:
                 upstream_seconds=outcome.upstream_seconds,
                 added_seconds=max(0.0, total - outcome.upstream_seconds),
             )
-        if observers.log is not None and fitted is not None and fitted.key is not None:
+        if fitted is not None and fitted.key is not None:
             parts = fitted.parts
             observers.log.record(
                 fitted.key,
-                observers.record_type(
+                RequestRecord(
                     at=time.time(),
                     route=outcome.route,
                     model=parts.model if parts is not None else None,
@@ -519,16 +508,10 @@ class ProxyApp:
             return
         observers = self.observers
         if path == "/metrics":
-            if observers.metrics is None:
-                await _send_json(send, 404, {"error": "metrics are not available"}, [])
-                return
             text = observers.metrics.render().encode()
             kind = b"text/plain; version=0.0.4; charset=utf-8"
         else:
-            if observers.log is None:
-                await _send_json(send, 404, {"error": "the live page is not available"}, [])
-                return
-            text = observers.render_page(observers.log, self.config.budget).encode()
+            text = render_page(observers.log).encode()
             kind = b"text/html; charset=utf-8"
         headers = [(b"content-type", kind), (b"content-length", str(len(text)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})

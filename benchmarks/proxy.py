@@ -1,0 +1,707 @@
+"""Load and fault benchmark of ``windowfit proxy`` against ``windowfit serve-sim``.
+
+Run:  .venv/bin/python benchmarks/proxy.py            (on a quiet machine; prints tables)
+      .venv/bin/python benchmarks/proxy.py --quick    (small sizes: checks that it all runs)
+      .venv/bin/python benchmarks/proxy.py --litellm  (also LiteLLM's proxy, pass-through)
+
+Side by side in one run, every process on loopback:
+
+* **latency**: the same kind of traffic (streamed Anthropic Messages requests of about
+  200k tokens, an agent's conversation growing by a tool result per request) sent to
+  serve-sim directly and through the proxy, at concurrency 1 and 20; time to the first
+  byte and to the end of the stream, p50 and p99, and what the proxy added (the
+  difference of the two paths' percentiles). The model is one with a 1M window, so the
+  proxy counts every request but forwards it as sent (stage 0) and serve-sim does the
+  same work on both paths. Each path has its own conversations (serve-sim memoises
+  counts; a shared text would favour whichever path came second).
+* **memory**: the proxy's RSS (``/proc/PID/status``) over 10,000 small requests, each of
+  a distinct conversation (what its bounded per-conversation state must absorb).
+* **faults**: serve-sim's ``/_sim/faults`` makes the upstream answer 429, 529, 500, 503,
+  an error event or a dropped connection mid-stream, a dropped answer, a slow answer; and
+  a client disconnects mid-request. For each: what a client sees directly and through
+  the proxy, how long it took, and that nothing hung (every request has a deadline).
+* **LiteLLM** (``--litellm``): the latency runs through LiteLLM's proxy in pass-through
+  mode (its ``/anthropic`` route), installed with pip into a separate venv under
+  benchmarks/out/ the first time; when it does not install or start, the output says so.
+
+Prints figures and asserts nothing; exit status 0 unless a process could not start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "out"
+MODEL = "claude-sonnet-4-6"  # 1M window in windowfit's model table: 200k requests fit as sent
+WINDOW = 1_000_000
+DEADLINE = 60.0  # seconds any one request may take before it counts as hung
+HEADERS = {"x-api-key": "sk-bench", "anthropic-version": "2023-06-01"}
+#: LiteLLM's proxy refuses to start without a strong master key; clients send it instead.
+LITELLM_KEY = "sk-windowfit-bench-7c1e4f0a9b2d4e6f8a1c3b5d7e9f0a2b"
+
+_WORDS = (  # noqa: SIM905
+    "the of and to in is that for it as was with be by on not he this are or his from at "
+    "which but have an they you were her she there been one all we their has would when "
+    "file line error return value function class import self result test path data config "
+    "request response token window context budget stage cache read write tool call output"
+).split()
+
+
+def _text(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(words))
+
+
+def _windowfit() -> str:
+    found = Path(sys.executable).parent / "windowfit"
+    return str(found) if found.exists() else shutil.which("windowfit") or "windowfit"
+
+
+# --------------------------------------------------------------------------- processes
+
+
+@dataclass
+class Service:
+    name: str
+    url: str
+    proc: subprocess.Popen[str]
+
+    def rss_mb(self) -> float:
+        return rss_mb(self.proc.pid)
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` in MB (0 where /proc is not there)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def upstream_connections(pid: int, port: int) -> set[str]:
+    """The established TCP connections (socket inodes) ``pid`` holds to local ``port``."""
+    inodes = set()
+    try:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    except OSError:
+        return set()
+    found: set[str] = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            remote_port = int(cols[2].rsplit(":", 1)[1], 16)
+            if cols[3] == "01" and remote_port == port and cols[9] in inodes:
+                found.add(cols[9])
+    return found
+
+
+def start(name: str, argv: list[str], env: dict[str, str] | None = None) -> Service:
+    """Start ``argv`` and wait for the ``http://HOST:PORT`` line it prints."""
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 120
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line.rstrip())
+        found = re.search(r"(http://(?:127\.0\.0\.1|localhost|0\.0\.0\.0):\d+)", line)
+        if found:
+            url = found.group(1).replace("0.0.0.0", "127.0.0.1")
+            _drain(proc)
+            return Service(name, url, proc)
+    proc.kill()
+    proc.wait()
+    tail = "\n".join(seen[-15:])
+    raise RuntimeError(f"{name} did not start:\n{tail}")
+
+
+def _drain(proc: subprocess.Popen[str]) -> None:
+    """Keep reading a child's output so that it never blocks on a full pipe."""
+    import threading
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for _ in proc.stdout:
+            pass
+
+    threading.Thread(target=read, daemon=True).start()
+
+
+def stop(service: Service | None) -> None:
+    if service is None or service.proc.poll() is not None:
+        return
+    service.proc.terminate()
+    try:
+        service.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        service.proc.kill()
+        service.proc.wait()
+
+
+@contextmanager
+def services(args: argparse.Namespace) -> Iterator[tuple[Service, Service | None]]:
+    sim = start(
+        "serve-sim",
+        [
+            *(_windowfit(), "serve-sim", "--port", "0", "--context-window", str(WINDOW)),
+            *("--tool-rounds", "0", "--cache-max-bytes", str(256 * 1024 * 1024)),
+        ],
+    )
+    proxy: Service | None = None
+    try:
+        try:
+            proxy = start(
+                "windowfit proxy",
+                [
+                    *(_windowfit(), "proxy", "--port", "0", "--anthropic-upstream", sim.url),
+                    *("--openai-upstream", sim.url),
+                ],
+            )
+        except RuntimeError as exc:
+            print(f"windowfit proxy could not start, direct figures only: {exc}\n")
+        yield sim, proxy
+    finally:
+        stop(proxy)
+        stop(sim)
+
+
+# --------------------------------------------------------------------------- traffic
+
+
+class Conversation:
+    """An agent's conversation: a task, then tool calls and results; each request adds one
+    result. ``tokens`` is about how large the first request is."""
+
+    def __init__(self, seed: int, tokens: int, step_tokens: int) -> None:
+        self.rng = random.Random(seed)
+        self.step_words = max(1, step_tokens)  # these words are a token each in o200k
+        task = f"Task {seed}: read the files and report. " + _text(self.rng, 40)
+        self.messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
+        self.calls = 0
+        rounds = max(1, tokens // 5000)
+        for _ in range(rounds):
+            self._add_round(max(1, tokens // rounds))
+
+    def _add_round(self, words: int) -> None:
+        self.calls += 1
+        call_id = f"toolu_{self.calls:06d}"
+        self.messages.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": call_id, "name": "Bash", "input": {"cmd": "cat f"}}
+                ],
+            }
+        )
+        self.messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": call_id,
+                        "content": _text(self.rng, words),
+                    }
+                ],
+            }
+        )
+
+    def next_body(self, stream: bool) -> bytes:
+        body = {"model": MODEL, "max_tokens": 1024, "stream": stream, "messages": self.messages}
+        data = json.dumps(body).encode()
+        self._add_round(self.step_words)
+        return data
+
+
+@dataclass
+class Timing:
+    first_byte: float
+    total: float
+    status: int
+    stage: str | None  # the proxy's x-windowfit-stage header, where there is one
+
+
+async def timed_stream(
+    client: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str] = HEADERS
+) -> Timing:
+    started = time.perf_counter()
+    first = 0.0
+    async with client.stream("POST", url, content=body, headers=headers) as response:
+        async for _ in response.aiter_raw():
+            if not first:
+                first = time.perf_counter() - started
+    total = time.perf_counter() - started
+    stage = response.headers.get("x-windowfit-stage")
+    return Timing(first or total, total, response.status_code, stage)
+
+
+def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0-100) of ``values``, by linear interpolation."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q / 100
+    low = int(k)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (k - low)
+
+
+@dataclass
+class PathResult:
+    name: str
+    timings: list[Timing] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def q(self, what: str, q: float) -> float:
+        return pct([getattr(t, what) for t in self.timings], q)
+
+
+async def run_path(
+    name: str,
+    url: str,
+    concurrency: int,
+    requests: int,
+    tokens: int,
+    seed: int,
+    headers: dict[str, str] = HEADERS,
+) -> PathResult:
+    result = PathResult(name)
+    per_worker = max(1, requests // concurrency)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    timeout = httpx.Timeout(DEADLINE)
+    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+
+        async def worker(w: int) -> None:
+            conv = Conversation(seed * 1000 + w, tokens, step_tokens=800)
+            for _ in range(per_worker):
+                body = conv.next_body(stream=True)
+                try:
+                    timing = await asyncio.wait_for(
+                        timed_stream(client, url, body, headers), DEADLINE
+                    )
+                except Exception as exc:  # a failure is a figure too
+                    result.failures.append(f"{type(exc).__name__}: {exc}"[:120])
+                    continue
+                if timing.status != 200:
+                    result.failures.append(f"HTTP {timing.status}")
+                result.timings.append(timing)
+
+        # one warm-up request per worker (connections, tokenizer loading), not counted
+        warm = Conversation(seed * 1000 + 999, 2000, 100)
+        await asyncio.gather(
+            *(timed_stream(client, url, warm.next_body(True), headers) for _ in range(concurrency))
+        )
+        await asyncio.gather(*(worker(w) for w in range(concurrency)))
+    return result
+
+
+def latency_table(rows: list[tuple[str, int, PathResult, PathResult | None]]) -> list[str]:
+    ms = 1000.0
+    out = [
+        "| path | concurrency | requests | first byte p50 / p99 (ms) | total p50 / p99 (ms) "
+        "| added p50 / p99 (ms) | first byte added p50 (ms) | stages | failures |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, conc, result, direct in rows:
+        fb = f"{result.q('first_byte', 50) * ms:.1f} / {result.q('first_byte', 99) * ms:.1f}"
+        tot = f"{result.q('total', 50) * ms:.1f} / {result.q('total', 99) * ms:.1f}"
+        if direct is None:
+            added = fb_added = "—"
+        else:
+            a50 = (result.q("total", 50) - direct.q("total", 50)) * ms
+            a99 = (result.q("total", 99) - direct.q("total", 99)) * ms
+            added = f"{a50:+.1f} / {a99:+.1f}"
+            fb_added = f"{(result.q('first_byte', 50) - direct.q('first_byte', 50)) * ms:+.1f}"
+        stages = Counter(t.stage for t in result.timings if t.stage is not None)
+        staged = " ".join(f"{k}×{n}" for k, n in sorted(stages.items())) or "—"
+        fails = str(len(result.failures))
+        if result.failures:
+            fails += f" ({result.failures[0]})"
+        out.append(
+            f"| {label} | {conc} | {len(result.timings)} | {fb} | {tot} | {added} | {fb_added} "
+            f"| {staged} | {fails} |"
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- memory
+
+
+async def memory_run(sim: Service, proxy: Service, requests: int, concurrency: int) -> list[str]:
+    samples: list[tuple[int, float]] = [(0, proxy.rss_mb())]
+    done = 0
+    failures: Counter[str] = Counter()
+    every = max(1, requests // 10)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(DEADLINE)) as client:
+        queue: asyncio.Queue[int] = asyncio.Queue()
+        for i in range(requests):
+            queue.put_nowait(i)
+
+        async def worker() -> None:
+            nonlocal done
+            while True:
+                try:
+                    i = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                conv = Conversation(10_000_000 + i, 1500, 100)
+                try:
+                    r = await client.post(
+                        proxy.url + "/v1/messages",
+                        content=conv.next_body(stream=i % 2 == 0),
+                        headers=HEADERS,
+                    )
+                    if r.status_code != 200:
+                        failures[f"HTTP {r.status_code}"] += 1
+                except httpx.HTTPError as exc:
+                    failures[type(exc).__name__] += 1
+                done += 1
+                if done % every == 0:
+                    samples.append((done, proxy.rss_mb()))
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    start_mb = samples[0][1]
+    warm_mb = samples[1][1] if len(samples) > 1 else start_mb
+    peak = max(mb for _, mb in samples)
+    end = samples[-1][1]
+    line = ", ".join(f"{n}: {mb:.0f}" for n, mb in samples)
+    failed = ", ".join(f"{n}× {why}" for why, n in failures.most_common()) or "none"
+    return [
+        f"proxy RSS over {requests:,} requests of distinct conversations "
+        f"(concurrency {concurrency}, half streamed), MB after N requests: {line}",
+        f"start {start_mb:.1f} MB, after the first {every:,} {warm_mb:.1f} MB, peak {peak:.1f} MB, "
+        f"end {end:.1f} MB: growth {end - start_mb:+.1f} MB from start, "
+        f"{end - warm_mb:+.1f} MB after warm-up (goal: under 50 MB); failed: {failed}",
+    ]
+
+
+# --------------------------------------------------------------------------- faults
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    faults: tuple[dict[str, Any], ...]
+    stream: bool
+    disconnect_after: float | None = None  # the client hangs up after this many seconds
+
+
+SCENARIOS = (
+    Scenario("429 rate limit (retry_after=1)", ({"status": 429, "retry_after": 1},), False),
+    Scenario("529 overloaded, streamed", ({"status": 529},), True),
+    Scenario("500 api error", ({"status": 500},), False),
+    Scenario("503, streamed", ({"status": 503},), True),
+    Scenario("error event after 3 events", ({"status": 529, "after_events": 3},), True),
+    Scenario("stream dropped after 3 events", ({"drop": True, "after_events": 3},), True),
+    Scenario("answer dropped before its body", ({"drop": True},), False),
+    Scenario("slow upstream (2 s)", ({"delay": 2.0},), True),
+    Scenario("client disconnects (upstream 5 s)", ({"delay": 5.0},), True, disconnect_after=0.5),
+)
+
+
+async def _set_faults(sim: Service, faults: tuple[dict[str, Any], ...]) -> None:
+    async with httpx.AsyncClient(timeout=10) as c:
+        r = await c.post(sim.url + "/_sim/faults", json={"faults": list(faults), "replace": True})
+        r.raise_for_status()
+
+
+def _describe_error(status: int, body: bytes, headers: httpx.Headers) -> str:
+    try:
+        error = json.loads(body).get("error", {})
+        what = f"{error.get('type')}: {str(error.get('message'))[:40]}"
+    except (ValueError, AttributeError):
+        what = f"not JSON: {body[:30].decode('utf-8', 'replace')!r}"
+    retry = headers.get("retry-after")
+    return f"{status} {what}" + (f" (retry-after {retry})" if retry else "")
+
+
+async def _one_fault(url: str, scenario: Scenario, seed: int) -> str:
+    body = Conversation(seed, 3000, 100).next_body(scenario.stream)
+    async with (
+        httpx.AsyncClient(timeout=httpx.Timeout(DEADLINE)) as client,
+        client.stream("POST", url + "/v1/messages", content=body, headers=HEADERS) as r,
+    ):
+        if scenario.disconnect_after is not None:
+            return f"{r.status_code}; the client hung up"
+        if r.status_code != 200:
+            return _describe_error(r.status_code, await r.aread(), r.headers)
+        events: list[str] = []
+        buffer = b""
+        try:
+            async for chunk in r.aiter_raw():
+                buffer += chunk
+        except httpx.HTTPError as exc:
+            names = re.findall(rb"^event: (\S+)", buffer, re.M)
+            return f"200, {len(names)} events, then {type(exc).__name__} (connection cut)"
+        names = re.findall(rb"^event: (\S+)", buffer, re.M)
+        events = [n.decode() for n in names]
+        if not scenario.stream:
+            try:
+                kind = json.loads(buffer).get("type")
+            except ValueError:
+                kind = "unreadable"
+            return f"200 {kind}"
+        return f"200, {len(events)} events, last {events[-1] if events else 'none'}"
+
+
+async def fault_run(sim: Service, proxy: Service | None) -> list[str]:
+    out = [
+        "| fault | directly: the client sees | s | through the proxy: the client sees | s |",
+        "|---|---|---|---|---|",
+    ]
+    sim_port = int(sim.url.rsplit(":", 1)[1])
+    for k, scenario in enumerate(SCENARIOS):
+        cells = []
+        for target in (sim, proxy):
+            if target is None or (scenario.disconnect_after is not None and target is sim):
+                cells += ["—", "—"]
+                continue
+            await _set_faults(sim, scenario.faults)
+            started = time.perf_counter()
+            try:
+                if scenario.disconnect_after is not None:
+                    seen = await _disconnect(target, scenario, sim_port, k)
+                else:
+                    seen = await asyncio.wait_for(_one_fault(target.url, scenario, k), DEADLINE)
+            except asyncio.TimeoutError:
+                seen = f"HUNG (no answer in {DEADLINE:.0f} s)"
+            except httpx.HTTPError as exc:
+                seen = f"{type(exc).__name__}: {str(exc)[:50]}"
+            cells += [seen.replace("|", "/"), f"{time.perf_counter() - started:.2f}"]
+        out.append(f"| {scenario.name} | " + " | ".join(cells) + " |")
+    await _set_faults(sim, ())
+    if proxy is not None:
+        after = await _after_faults(proxy)
+        out.append("")
+        out.append(f"after the faults, a normal request through the proxy: {after}")
+    return out
+
+
+async def _disconnect(proxy: Service, scenario: Scenario, sim_port: int, seed: int) -> str:
+    """Start a request the upstream answers slowly (5 s), hang up, and see whether the
+    proxy closes an upstream connection (the one of the cancelled request: pooled idle
+    ones stay open) well before the upstream would have answered."""
+    pid = proxy.proc.pid
+    body = Conversation(seed, 3000, 100).next_body(True)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(DEADLINE)) as client:
+
+        async def hang_up() -> None:
+            async with client.stream(
+                "POST", proxy.url + "/v1/messages", content=body, headers=HEADERS
+            ):
+                pass
+
+        task = asyncio.create_task(hang_up())
+        await asyncio.sleep(scenario.disconnect_after or 0.5)
+        during = upstream_connections(pid, sim_port)
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
+    hung_up = time.perf_counter()
+    window = 3.0  # the upstream answers 4.5 s after the hang-up: a close before is a cancel
+    while time.perf_counter() - hung_up < window:
+        if during - upstream_connections(pid, sim_port):
+            closed = time.perf_counter() - hung_up
+            return (
+                f"hung up after {scenario.disconnect_after} s; the proxy closed its upstream "
+                f"connection {closed:.2f} s later (request cancelled)"
+            )
+        await asyncio.sleep(0.02)
+    if not during:
+        return "no upstream connection seen (/proc not readable?)"
+    return f"hung up; the proxy's upstream connection still open {window:.0f} s later"
+
+
+async def _after_faults(proxy: Service) -> str:
+    try:
+        seen = await asyncio.wait_for(
+            _one_fault(proxy.url, Scenario("normal", (), True), 4242), DEADLINE
+        )
+    except (asyncio.TimeoutError, httpx.HTTPError) as exc:
+        return f"FAILED ({type(exc).__name__})"
+    return seen
+
+
+# --------------------------------------------------------------------------- LiteLLM
+
+
+def litellm_service(sim: Service) -> tuple[Service | None, str]:
+    """LiteLLM's proxy, forwarding its /anthropic pass-through route to serve-sim."""
+    venv = OUT / "litellm-venv"
+    exe = venv / "bin" / "litellm"
+    if not exe.exists():
+        print("installing litellm[proxy] into benchmarks/out/litellm-venv (once) ...", flush=True)
+        made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True)
+        pip = subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "--quiet", "litellm[proxy]"],
+            capture_output=True,
+            text=True,
+        )
+        if made.returncode or pip.returncode or not exe.exists():
+            return None, "LiteLLM's proxy did not install: " + (pip.stderr or "")[-300:]
+    config = OUT / "litellm-config.yaml"
+    config.write_text("model_list: []\ngeneral_settings: {}\n")
+    try:
+        service = start(
+            "litellm",
+            [str(exe), "--config", str(config), "--host", "127.0.0.1", "--port", str(_free_port())],
+            env={
+                "ANTHROPIC_API_BASE": sim.url,
+                "ANTHROPIC_API_KEY": "sk-bench",
+                "LITELLM_MASTER_KEY": LITELLM_KEY,
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no download at start
+                "LITELLM_TELEMETRY": "False",
+            },
+        )
+    except RuntimeError as exc:
+        return None, f"LiteLLM's proxy did not start: {str(exc)[-300:]}"
+    return service, "LiteLLM's proxy: its /anthropic pass-through route"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --------------------------------------------------------------------------- main
+
+
+async def request_tokens(sim: Service, tokens: int) -> int:
+    """serve-sim's own count (its real tokenizer) of a first request of ``tokens``."""
+    body = Conversation(7, tokens, 800).next_body(stream=False)
+    async with httpx.AsyncClient(timeout=DEADLINE) as c:
+        r = await c.post(sim.url + "/v1/messages", content=body, headers=HEADERS)
+    usage = r.json().get("usage", {}) if r.status_code == 200 else {}
+    return int(usage.get("input_tokens", 0)) + int(usage.get("cache_read_input_tokens", 0))
+
+
+async def _latency(
+    args: argparse.Namespace, sim: Service, proxy: Service | None, litellm: Service | None
+) -> list[str]:
+    rows: list[tuple[str, int, PathResult, PathResult | None]] = []
+    for conc in (1, 20):
+        n = args.requests if conc == 1 else args.requests * 4
+        seed = conc * 10
+        direct = await run_path("direct", sim.url + "/v1/messages", conc, n, args.tokens, seed)
+        rows.append(("serve-sim directly", conc, direct, None))
+        if proxy is not None:
+            through = await run_path(
+                "proxy", proxy.url + "/v1/messages", conc, n, args.tokens, seed + 1
+            )
+            rows.append(("through windowfit proxy", conc, through, direct))
+        if litellm is not None:
+            lite = await run_path(
+                "litellm",
+                litellm.url + "/anthropic/v1/messages",
+                conc,
+                n,
+                args.tokens,
+                seed + 2,
+                {**HEADERS, "x-api-key": LITELLM_KEY},
+            )
+            rows.append(("through LiteLLM pass-through", conc, lite, direct))
+    return latency_table(rows)
+
+
+async def _proxy_metrics(proxy: Service) -> list[str]:
+    async with httpx.AsyncClient(timeout=10) as c:
+        r = await c.get(proxy.url + "/metrics")
+    if r.status_code != 200:
+        return [f"/metrics: HTTP {r.status_code}"]
+    wanted = ("windowfit_proxy_added_seconds_sum", "windowfit_proxy_added_seconds_count")
+    lines = [ln for ln in r.text.splitlines() if ln.startswith(wanted)]
+    return ["the proxy's own /metrics (added seconds, all routes):", *lines[:6]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: check that it runs")
+    parser.add_argument("--tokens", type=int, default=200_000, help="size of a request")
+    parser.add_argument("--requests", type=int, default=60, help="requests at concurrency 1")
+    parser.add_argument("--rss-requests", type=int, default=10_000)
+    parser.add_argument("--litellm", action="store_true", help="include LiteLLM's proxy")
+    parser.add_argument(
+        "--skip", action="append", default=[], choices=["latency", "memory", "faults"]
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.tokens, args.requests, args.rss_requests = 5_000, 5, 200
+    OUT.mkdir(parents=True, exist_ok=True)
+    print(f"# windowfit proxy benchmark ({'quick' if args.quick else 'full'})\n")
+    with services(args) as (sim, proxy):
+        litellm: Service | None = None
+        note = "LiteLLM: not run (pass --litellm)"
+        if args.litellm:
+            litellm, note = litellm_service(sim)
+        try:
+            if "latency" not in args.skip:
+                counted = asyncio.run(request_tokens(sim, args.tokens))
+                print(
+                    f"## Added latency: streamed Anthropic requests of {counted:,} tokens and "
+                    f"growing by 800 per request (serve-sim's count; {MODEL}, serve-sim window "
+                    f"{WINDOW:,})\n"
+                )
+                for line in asyncio.run(_latency(args, sim, proxy, litellm)):
+                    print(line)
+                print(f"\n{note}\n")
+                if proxy is not None:
+                    print("\n".join(asyncio.run(_proxy_metrics(proxy))) + "\n")
+            if "memory" not in args.skip and proxy is not None:
+                print("## Memory\n")
+                conc = 20
+                for line in asyncio.run(memory_run(sim, proxy, args.rss_requests, conc)):
+                    print(line)
+                print()
+            if "faults" not in args.skip:
+                print("## Faults (upstream faults from serve-sim's /_sim/faults)\n")
+                for line in asyncio.run(fault_run(sim, proxy)):
+                    print(line)
+        finally:
+            stop(litellm)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
