@@ -128,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
         )
     print(
         f"windowfit proxy: {url} -> anthropic {config.upstream('anthropic')}, openai "
-        f"{config.upstream('openai')}; ANTHROPIC_BASE_URL={url}, OPENAI_BASE_URL={url}/v1; "
+        f"{config.upstream('openai')}, gemini {config.upstream('gemini')}; "
+        f"ANTHROPIC_BASE_URL={url}, OPENAI_BASE_URL={url}/v1, GOOGLE_GEMINI_BASE_URL={url}; "
         f"live page {url}/_windowfit/",
         flush=True,
     )

@@ -27,6 +27,7 @@ import asyncio
 import hmac
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
@@ -34,17 +35,18 @@ from typing import Any
 
 import httpx
 
-from ..formats import DIALECTS, Dialect, anthropic, openai_chat
+from ..formats import DIALECTS, Dialect, anthropic, gemini, openai_chat
 from ._config import ProxyConfig
 from ._dashboard import ConversationLog, RequestRecord, render_page
 from ._fit import Fitted, RequestFitter
 from ._headers import pick_upstream, request_headers, response_headers
+from ._jsonarray import JsonArrayWatcher
 from ._learning import ConversationLearning
 from ._metrics import Metrics
 from ._sse import UsageWatcher
 from ._state import StateStore, open_store
 
-__all__ = ["ProxyApp", "fitted_route"]
+__all__ = ["ProxyApp", "fitted_route", "redact_key"]
 
 _log = logging.getLogger("windowfit.proxy")
 
@@ -61,6 +63,12 @@ _FITTED = {
     "/v1/responses": ("openai-responses", "openai"),
 }
 
+#: Gemini's routes: the model is in the path (``/v1beta/models/gemini-2.5-flash:
+#: generateContent``; google-genai 3.6 uses ``/v1/`` by default).
+_GEMINI_ROUTE = re.compile(
+    r"/(?:v1|v1beta|v1alpha)/models/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent)"
+)
+
 _MAX_ERROR_BYTES = 4 * 1024 * 1024  # an error body is read whole, up to this much
 
 
@@ -70,9 +78,51 @@ def fitted_route(method: str, path: str) -> tuple[Dialect, str] | None:
         return None
     found = _FITTED.get(path)
     if found is None:
+        found = ("gemini", "gemini") if _GEMINI_ROUTE.fullmatch(path) else None
+    if found is None:
         return None
     dialect = DIALECTS.get(found[0])
     return (dialect, found[1]) if dialect is not None else None
+
+
+def path_model(path: str) -> str | None:
+    """The model a Gemini route names in its path (``None`` for other routes)."""
+    match = _GEMINI_ROUTE.fullmatch(path)
+    return match.group("model") if match else None
+
+
+def route_label(path: str) -> str:
+    """A fitted route as counted: Gemini's with ``*`` for the model, so that the
+    number of metric series does not grow with the model names clients send."""
+    match = _GEMINI_ROUTE.fullmatch(path)
+    if match is None:
+        return path
+    return path[: match.start("model")] + "*:" + match.group("method")
+
+
+_KEY_IN_QUERY = re.compile(r"(?i)((?:^|[?&])key=)[^&#\s\"']*")
+
+
+def redact_key(text: str) -> str:
+    """``text`` (a URL, a log line) with the value of a ``key=`` query parameter, the
+    Gemini API key, replaced by ``***``."""
+    return _KEY_IN_QUERY.sub(r"\1***", text)
+
+
+class _RedactKeys(logging.Filter):
+    """Keeps the Gemini API key of ``?key=`` out of httpx's request log lines (which
+    print the URL an upstream request went to)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any("key=" in str(a) for a in record.args):
+            record.args = tuple(redact_key(str(a)) if "key=" in str(a) else a for a in record.args)
+        return True
+
+
+_REDACT_KEYS = _RedactKeys()
+
+#: Gemini's error statuses for the proxy's own answers (google.rpc.Code names).
+_GEMINI_STATUS = {413: "INVALID_ARGUMENT", 502: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
 
 
 def _refusal(upstream: str, status: int, message: str, kind: str) -> dict[str, Any]:
@@ -81,7 +131,7 @@ def _refusal(upstream: str, status: int, message: str, kind: str) -> dict[str, A
         return anthropic.error_body(kind, message)
     if upstream == "openai":
         return openai_chat.error_body(message, "invalid_request_error", None, kind)
-    return {"error": {"code": status, "message": message, "status": kind.upper()}}
+    return gemini.error_body(status, message, _GEMINI_STATUS.get(status, kind.upper()))
 
 
 _KINDS = {
@@ -156,6 +206,9 @@ class ProxyApp:
     def client(self) -> httpx.AsyncClient:
         """The one pool of upstream connections (made in the serving event loop)."""
         if self._client is None:
+            httpx_log = logging.getLogger("httpx")
+            if _REDACT_KEYS not in httpx_log.filters:
+                httpx_log.addFilter(_REDACT_KEYS)
             timeout = httpx.Timeout(
                 connect=self.config.connect_timeout,
                 read=self.config.read_timeout,
@@ -188,7 +241,7 @@ class ProxyApp:
             return
         route = fitted_route(method, path)
         upstream = route[1] if route else pick_upstream(path, scope["headers"])
-        outcome = _Outcome(route=f"{method} {path}" if route is None else path)
+        outcome = _Outcome(route=f"{method} {path}" if route is None else route_label(path))
         try:
             body = await _read_body(scope, receive, self.config.max_body_bytes)
         except _TooLarge:
@@ -254,7 +307,7 @@ class ProxyApp:
             await self._forward(scope["method"], url, headers, body, send, upstream, outcome)
             return
         dialect = route[0]
-        fitted = self.fitter.fit(dialect, body)
+        fitted = self.fitter.fit(dialect, body, path_model(scope["path"]))
         outcome.fitted = fitted
         if fitted.skipped is not None:
             self.skipped[fitted.skipped] = self.skipped.get(fitted.skipped, 0) + 1
@@ -399,9 +452,14 @@ class ProxyApp:
         content_type = response.headers.get("content-type", "")
         headers = response_headers(response.headers.raw, decoded=True) + _report_headers(fitted)
         streamed = content_type.startswith("text/event-stream")
+        array = not streamed and response.url.path.endswith(":streamGenerateContent")
         try:
-            if streamed:
-                watcher = UsageWatcher(dialect.stream_usage)
+            if streamed or array:  # relayed as it arrives, watched for usage
+                watcher: UsageWatcher | JsonArrayWatcher = (
+                    UsageWatcher(dialect.stream_usage)
+                    if streamed
+                    else JsonArrayWatcher(dialect.stream_usage)
+                )
                 await send(
                     {
                         "type": "http.response.start",

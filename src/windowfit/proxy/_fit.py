@@ -10,6 +10,7 @@ without it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -127,8 +128,9 @@ class RequestFitter:
             budget = hard
         return budget, (hard if hard is not None and hard > budget else None)
 
-    def fit(self, dialect: Dialect, raw: bytes) -> Fitted:
-        """The request to forward for the body ``raw`` (see :class:`Fitted`)."""
+    def fit(self, dialect: Dialect, raw: bytes, model: str | None = None) -> Fitted:
+        """The request to forward for the body ``raw`` (see :class:`Fitted`); ``model``:
+        the model named by the URL (Gemini's), when the body names none."""
         try:
             data = json.loads(raw)
         except (ValueError, RecursionError):
@@ -137,6 +139,8 @@ class RequestFitter:
             parts = dialect.read_request(data)
         except WindowfitError as exc:
             return Fitted(raw, data, skipped="unreadable", detail=str(exc))
+        if model and parts.model is None:
+            parts = dataclasses.replace(parts, model=model)
         return self.refit(dialect, raw, data, parts)
 
     def refit(

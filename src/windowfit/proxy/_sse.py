@@ -21,7 +21,8 @@ _MAX_EVENT_BYTES = 1024 * 1024  # an event larger than this is not watched (stil
 
 class UsageWatcher:
     """Feed it a stream's bytes; ``usage`` is the first usage with an input count seen
-    (Anthropic ``message_start``, OpenAI's last chunk), ``output_usage`` the last one."""
+    (Anthropic ``message_start``, OpenAI's last chunk, Gemini's ``usageMetadata``),
+    ``last_usage`` the last one."""
 
     def __init__(self, read: Callable[[Any], Usage | None]) -> None:
         self._read = read
@@ -38,7 +39,7 @@ class UsageWatcher:
         self._buffer = rest if len(rest) <= _MAX_EVENT_BYTES else b""
         for event in events:
             self.events += 1
-            if b'"usage"' not in event:
+            if b'"usage' not in event:  # "usage", "usageMetadata", "usage_metadata"
                 continue
             self._event(event)
 
