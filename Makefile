@@ -12,9 +12,9 @@ STAMP := $(VENV)/.windowfit-installed
 # packages, so they are installed without their (large) dependency trees.
 TOKENIZER_DATA := litellm mistral-common
 
-.PHONY: demo test lint types unit bench clean setup clients debian
+.PHONY: demo test lint types unit bench clean setup clients clients-py debian
 
-setup: $(STAMP) clients debian
+setup: $(STAMP) clients clients-py debian
 
 # The real agent clients (Claude Code, Codex) that end-to-end tests drive offline, pinned in
 # clients/package-lock.json. Skipped with a notice where npm is missing (their tests then skip).
@@ -25,6 +25,17 @@ $(CLIENTS_STAMP): clients/package.json clients/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --prefix clients --no-audit --no-fund --loglevel=error && touch $(CLIENTS_STAMP); \
 	else echo "npm not found: the Claude Code / Codex end-to-end tests will skip"; fi
+
+# The real Python agent client (mini-swe-agent, on litellm) the proxy tests drive, pinned in
+# clients/requirements.txt, in a venv of its own: its litellm and openai would not share .venv's.
+CLIENTS_PY := .venv-clients
+CLIENTS_PY_STAMP := $(CLIENTS_PY)/.windowfit-installed
+clients-py: $(CLIENTS_PY_STAMP)
+
+$(CLIENTS_PY_STAMP): clients/requirements.txt
+	test -x $(CLIENTS_PY)/bin/python || $(PYTHON) -m venv $(CLIENTS_PY)
+	$(CLIENTS_PY)/bin/python -m pip install --quiet --disable-pip-version-check -r clients/requirements.txt
+	touch $(CLIENTS_PY_STAMP)
 
 # Debian programs that tests run for real: redis-server (the proxy's shared state) and
 # chromium (the proxy's live page, headless). Installed with apt-get where missing, at the
@@ -69,4 +80,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/core.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) $(CLIENTS_PY) .mypy_cache .ruff_cache .pytest_cache .hypothesis

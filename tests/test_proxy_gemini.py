@@ -404,3 +404,23 @@ def test_the_array_watcher_ignores_what_is_not_an_array() -> None:
     watcher = JsonArrayWatcher(gemini.stream_usage)
     watcher.feed(b'{"usageMetadata": {"promptTokenCount": 3}}]]] not json')
     assert watcher.usage is None
+
+
+def test_the_proxys_own_errors_are_in_geminis_shape(sim: SimServer) -> None:
+    body = {"contents": [{"role": "user", "parts": [{"text": "word " * 500}]}]}
+    path = f"/v1beta/models/{MODEL}:generateContent"
+    with _proxy(sim, max_body_bytes=1_000) as server:
+        too_large = httpx.post(server.url + path, json=body)
+    closed = ProxyConfig(upstreams=(("gemini", "http://127.0.0.1:9"),), connect_timeout=2.0)
+    with ProxyServer(closed) as server:
+        unreachable = httpx.post(server.url + path, json={"contents": []})
+    assert too_large.status_code == 413
+    assert too_large.json()["error"]["status"] == "INVALID_ARGUMENT"
+    assert too_large.json()["error"]["code"] == 413
+    assert unreachable.status_code == 502
+    assert unreachable.json()["error"] == {
+        "code": 502,
+        "message": unreachable.json()["error"]["message"],
+        "status": "UNAVAILABLE",
+    }
+    assert sim.stats()["requests"] == 0
