@@ -23,7 +23,7 @@ from ..fitting import FitReport
 from ..models import ModelLimits
 from ..settings import FitSettings
 from ..tokens import Estimator
-from ..wrap import Calibrator, UsageRecord, WrapState
+from ..wrap import Calibrator, UsageRecord, WrapState, _Prepared
 
 __all__ = ["Fitted", "Shaper", "require"]
 
@@ -64,7 +64,8 @@ class Shaper:
     output reserve, :mod:`windowfit.models`); ``model``: the model name to look the window
     up by when the framework's own is not known; ``settings``: :class:`FitSettings` or a
     preset name. ``calibrator`` (default: a :class:`~windowfit.UsageCalibrator`) learns
-    from each answer's usage how far the estimates are from the provider's counts.
+    from each answer's usage how far the estimates are from the provider's counts; what it
+    learns only ever lowers the budget (:class:`_Ceiling`).
     """
 
     def __init__(
@@ -91,7 +92,7 @@ class Shaper:
             estimator=estimator,
             retry=None,
             cache_control=False,
-            calibrator=calibrator if calibrator is not None else UsageCalibrator(),
+            calibrator=_Ceiling(calibrator if calibrator is not None else UsageCalibrator()),
             on_usage=on_usage,
             on_fit=on_fit,
             sleep=None,
@@ -138,12 +139,31 @@ class Shaper:
             return
         if input_tokens <= 0:
             return
-        from ..wrap import _Prepared
-
         prepared = _Prepared({}, fitted.model, fitted.budget, fitted.estimated)
         self.state.observe_usage(
             prepared, {"prompt_tokens": input_tokens, "completion_tokens": output_tokens}
         )
+
+
+class _Ceiling:
+    """A calibrator whose budgets never exceed the one asked about.
+
+    Frameworks hand windowfit a budget and nothing else of the window, so there is no
+    hard limit to fall back on when a raised budget proves too high: an estimate that
+    errs low (the provider counts more) tightens the budget, and one that errs high is
+    kept as a margin. Found on a real run: after clearing, the requests are mostly short
+    English notes, whose ratio to the provider's count differs from the long results'
+    the factor was learned on, so a budget raised by that factor let a request past the
+    window."""
+
+    def __init__(self, inner: Calibrator) -> None:
+        self.inner = inner
+
+    def observe(self, estimated: int, provider_tokens: int) -> object:
+        return self.inner.observe(estimated, provider_tokens)
+
+    def budget_for(self, budget: int) -> int:
+        return min(budget, int(self.inner.budget_for(budget)))
 
 
 def _sources(
