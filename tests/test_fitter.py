@@ -577,6 +577,54 @@ def test_consecutive_same_role_messages_are_accepted() -> None:
     assert fit(messages, budget=1000).messages == messages
 
 
+def _split_assistant_turns(rounds: int) -> list[dict[str, Any]]:
+    """Anthropic conversations whose assistant turns come as two messages each: the tool
+    call, then a text (or a second call) answered after both."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for n in range(rounds):
+        a, b = f"a{n}", f"b{n}"
+        messages.append({"role": "assistant", "content": [_use(a)]})
+        second = _use(b) if n % 2 else {"type": "text", "text": f"and step {n}"}
+        messages.append({"role": "assistant", "content": [second]})
+        results = [_result(a, "x" * 3000)] + ([_result(b, "y" * 1500)] if n % 2 else [])
+        messages.append({"role": "user", "content": results})
+    return messages
+
+
+def _use(call_id: str) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": "ls"}}
+
+
+def _result(call_id: str, text: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": text}
+
+
+@pytest.mark.parametrize("budget", [100_000, 6_000, 3_000, 1_800])
+def test_anthropic_joins_consecutive_assistant_messages_so_fit_accepts_them(
+    budget: int,
+) -> None:
+    """Anthropic combines consecutive same-role turns, so a call answered after the next
+    assistant message is valid there; what fit sends is still valid."""
+    messages = _split_assistant_turns(6)
+    assert provider_rejection("anthropic", messages) is None
+    result = fit(messages, budget=budget, format="anthropic")
+    assert result.report.tokens_after <= budget
+    assert provider_rejection("anthropic", result.messages) is None
+
+
+def test_openai_does_not_join_assistant_messages_with_open_calls() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "assistant", "content": "and more"},
+        {"role": "tool", "tool_call_id": "c1", "content": "out"},
+    ]
+    assert provider_rejection("openai", messages) is not None
+    with pytest.raises(windowfit.ConversationError, match="c1"):
+        fit(messages, budget=10_000, format="openai")
+
+
 def test_lone_surrogates_are_counted() -> None:
     result = fit([{"role": "user", "content": "a\ud800b" * 100}], budget=10_000)
     assert result.report.tokens_after > 100

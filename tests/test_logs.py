@@ -731,3 +731,46 @@ def test_repeated_call_ids_are_renamed_in_call_and_result(tmp_path: Path) -> Non
     assert [b["id"] for b in run.messages[3]["content"]] == ["t1_2", "t1_3"]
     assert [b["tool_use_id"] for b in run.messages[4]["content"]] == ["t1_2", "t1_3"]
     assert len(run.repairs) == 2 and problems(run) == []
+
+
+@pytest.mark.parametrize(
+    ("fmt", "messages", "problem"),
+    [
+        (
+            "anthropic",
+            [
+                {"role": "user", "content": "go"},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x"}]},
+            ],
+            "no matching tool call",
+        ),
+        (
+            "openai",
+            [
+                {"role": "user", "content": "go"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                        }
+                    ],
+                },
+            ],
+            "has no tool result",
+        ),
+    ],
+)
+def test_a_run_the_repairs_left_unpaired_is_a_log_format_error(
+    fmt: str, messages: list[Any], problem: str
+) -> None:
+    """What the readers produce is judged by the one pairing rule fitting uses."""
+    from windowfit.logs import Run, _check_pairing
+
+    run = Run("r", "lines 1-2", "log.jsonl", fmt, None, None, messages, [], None, "agent")  # type: ignore[arg-type]
+    with pytest.raises(LogFormatError, match=problem) as caught:
+        _check_pairing(run)
+    assert caught.value.path == "log.jsonl"

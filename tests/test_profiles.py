@@ -273,6 +273,22 @@ def test_the_fast_count_is_the_sum_of_the_pair_weights(family: str, size: int) -
     assert estimator.estimate(text) == _by_hand(estimator, text)
 
 
+_HEAVY_TEXT = st.text(
+    alphabet=st.sampled_from([*"aZ9 .\n\t", "é", "ж", "ग", "→", "中", "あ", "한", "😀", "\u1000"]),
+    max_size=300,
+)
+
+
+@pytest.mark.parametrize("family", PROFILE_FAMILIES)
+@given(text=_HEAVY_TEXT)
+def test_the_short_text_path_sums_like_the_long_one(family: str, text: str) -> None:
+    """Texts of up to 255 characters are summed by one adler32 call; with the heaviest
+    classes (whose weights reach 255) the sum must still be exact."""
+    estimator = estimator_for(family=family)
+    assert isinstance(estimator, ProfileEstimator)
+    assert estimator.estimate(text) == _by_hand(estimator, text)
+
+
 @pytest.mark.parametrize("family", PROFILE_FAMILIES)
 def test_the_breakdown_adds_up_to_the_estimate(family: str) -> None:
     text = "Hello, мир! 你好 😀😀 x=12\n\tfooBar “quoted” é ग ไทย"

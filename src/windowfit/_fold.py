@@ -79,13 +79,21 @@ class Fold:
         self.sizes.append(facts.tokens)
         self.prefix.append(self.prefix[-1] + facts.tokens)
         role = facts.role
+        # One item of a round that an earlier item opened (OpenAI Responses): neither a
+        # request point nor a place to cut.
+        continues = (
+            self.spec.item_rounds
+            and role == "assistant"
+            and i > 0
+            and self.facts[i - 1].role == "assistant"
+        )
         if self.first < 0 and role not in self.spec.system_roles:
             self.first = i
             self.head_end = i + 1
-        elif self.first >= 0 and self.head_end == i and facts.carrier:
+        elif self.first >= 0 and self.head_end == i and (facts.carrier or continues):
             self.head_end = i + 1  # results answering the first message stay with it
         if i >= self.head_end >= 0:
-            if role == "assistant":
+            if role == "assistant" and not continues:
                 self.assistants.append(i)
             elif facts.user_input:
                 # User input is a turn's start even beside tool results (typed while the

@@ -60,6 +60,7 @@ class _Checked:
     fold: Fold
     open_calls: dict[str, int]
     opened: bool
+    last_role: str | None = None
 
 
 class Fitter:
@@ -216,9 +217,10 @@ class Fitter:
                 MESSAGE_OVERHEAD + BLOCK_OVERHEAD + sizer.text(TRIMMED_CONVERSATION_NOTE) + 2
             )
             checked = _Checked(Fold(budget, settings, fixed, note_cost, spec), {}, False)
-        rule = PairingRule(spec.system_roles, spec.opening_roles)
+        rule = PairingRule.for_format(spec)
         rule.open_calls = dict(checked.open_calls)
         rule.opened = checked.opened
+        rule.last_role = checked.last_role
         fold = checked.fold
         for i in range(len(fold.facts), len(facts)):
             problem = rule.add(i, facts[i])
@@ -227,6 +229,7 @@ class Fitter:
             fold.add(facts[i])
         checked.open_calls = dict(rule.open_calls)
         checked.opened = rule.opened
+        checked.last_role = rule.last_role
         problem = rule.finish()
         if problem is not None:
             raise _error(problem, spec, messages)

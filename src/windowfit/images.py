@@ -23,6 +23,9 @@ from typing import Any
 __all__ = ["ANTHROPIC_IMAGE_MAX", "OPENAI_IMAGE_MAX", "image_size", "image_tokens"]
 
 ANTHROPIC_IMAGE_MAX = 1600
+#: The formats whose images cost by OpenAI's rule (Chat ``image_url``, Responses
+#: ``input_image``).
+_OPENAI_RULE = frozenset({"openai", "openai-responses"})
 OPENAI_IMAGE_MAX = 85 + 170 * 8  # 768 x 2048: 2 x 4 tiles
 
 
@@ -71,7 +74,7 @@ def _decode(source: Mapping[str, Any]) -> bytes | None:
     if source.get("type") == "base64":
         encoded = source.get("data")
     else:
-        url = source.get("url")
+        url = source.get("url", source.get("image_url"))  # Responses: image_url is the URL
         if isinstance(url, str) and url.startswith("data:") and "," in url:
             encoded = url.split(",", 1)[1]
     if not isinstance(encoded, str):
@@ -87,7 +90,7 @@ def image_tokens(source: Mapping[str, Any], provider: str, detail: str | None = 
     """Tokens an image costs under ``provider``'s rule ("anthropic" or "openai")."""
     data = _decode(source)
     size = image_size(data) if data else None
-    if provider == "openai":
+    if provider in _OPENAI_RULE:
         if (detail or source.get("detail")) == "low":
             return 85
         if size is None:

@@ -16,6 +16,9 @@ The format is found from the content, not the file name (``Run.kind`` in bracket
 * An object with a ``history`` list: a SWE-agent ``.traj`` [``swe-agent``].
 * A list of objects with a ``traj`` list: tau-bench results, one run per episode
   [``tau-bench``].
+* JSON lines of ``{"type": ..., "payload": ...}`` records (``session_meta``,
+  ``response_item``...): a Codex CLI session (``rollout-*.jsonl``) [``codex``], read as
+  OpenAI Responses input items (see ``_codex_runs``).
 * A list of messages, JSON lines of messages, or an object with ``messages`` (and
   optional ``system``, ``tools``, ``model``): plain provider messages [``anthropic`` or
   ``openai``].
@@ -129,7 +132,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from windowfit.errors import LogFormatError
+from windowfit.errors import ConversationError, LogFormatError
+from windowfit.formats import get_format
+from windowfit.formats._rules import PairingRule
+from windowfit.sizing import Sizer
 
 __all__ = [
     "MINI_SWE_AGENT_BASH_TOOL",
@@ -141,7 +147,7 @@ __all__ = [
     "read_runs",
 ]
 
-LogFormat = Literal["anthropic", "openai"]
+LogFormat = Literal["anthropic", "openai", "openai-responses"]
 
 #: Content of the result added for a tool call that the log never answered.
 SYNTHETIC_RESULT_TEXT = (
@@ -261,12 +267,34 @@ def read_runs(path: str | os.PathLike[str], *, max_bytes: int = MAX_LOG_BYTES) -
     or that is larger than ``max_bytes``.
     """
     root = Path(path)
-    if root.is_dir():
-        runs: list[Run] = []
-        for file in _log_files(root):
-            runs.extend(_read_file(file, max_bytes))
-        return runs
-    return _read_file(root, max_bytes)
+    files = list(_log_files(root)) if root.is_dir() else [root]
+    runs: list[Run] = []
+    for file in files:
+        for run in _read_file(file, max_bytes):
+            _check_pairing(run)
+            runs.append(run)
+    return runs
+
+
+def _check_pairing(run: Run) -> None:
+    """Judge the repaired run by the one pairing rule fitting and the server use (the
+    repairs above are what make a log satisfy it; this says they did)."""
+    spec = get_format(run.format)
+    rule = PairingRule.for_format(spec)
+    sizer = Sizer(provider=run.format)
+    try:
+        for i, raw in enumerate(run.messages):
+            problem = rule.add(i, spec.scan(raw, i, sizer))
+            if problem is not None:
+                break
+        else:
+            problem = rule.finish()
+    except ConversationError as exc:
+        raise LogFormatError(f"{run.source}: {exc}", path=run.path) from None
+    if problem is not None:
+        raise LogFormatError(
+            f"{run.source}: message {problem.index}: {problem.text}", path=run.path
+        )
 
 
 # -- files -------------------------------------------------------------------------------
@@ -381,6 +409,8 @@ def _read_json_lines(lines: list[_Line], file: Path) -> list[Run]:
     values = [line for line in lines if line.error is None]
     if any(_is_claude_code_record(line.value) for line in values):
         return _claude_code_runs(lines, file)
+    if any(_is_codex_record(line.value) for line in values):
+        return _codex_runs(lines, file)
     if all("role" in line.value for line in values):
         warnings = [f"line {line.number}: {line.error}; skipped" for line in lines if line.error]
         messages = [line.value for line in values]
@@ -1388,4 +1418,185 @@ def _plain_anthropic_run(
         kind="anthropic",
         repairs=repairs,
         warnings=warnings,
+    )
+
+
+# -- Codex CLI ------------------------------------------------------------------------------
+
+#: Record types of a Codex CLI session log (``$CODEX_HOME/sessions/.../rollout-*.jsonl``).
+_CODEX_TYPES = frozenset(
+    {
+        "session_meta",
+        "response_item",
+        "event_msg",
+        "turn_context",
+        "compacted",
+        "world_state",
+        "token_usage_record",
+    }
+)
+#: Codex's own bookkeeping on a logged item, which it does not send.
+_CODEX_PRIVATE = ("internal_chat_message_metadata_passthrough",)
+
+
+def _is_codex_record(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") in _CODEX_TYPES and "payload" in value
+
+
+def _is_model_item(item: dict[str, Any]) -> bool:
+    """An output item of the model (a response's text, reasoning or calls)."""
+    kind = item.get("type", "message")
+    if kind == "message":
+        return item.get("role") == "assistant"
+    return kind in ("reasoning", "compaction") or (isinstance(kind, str) and kind.endswith("_call"))
+
+
+def _codex_usage(usage: Any) -> RecordedUsage | None:
+    if not isinstance(usage, dict) or _int(usage.get("input_tokens")) is None:
+        return None
+    return RecordedUsage(
+        usage["input_tokens"],
+        _int(usage.get("cached_input_tokens")) or 0,
+        _int(usage.get("cache_write_input_tokens")) or 0,
+        _int(usage.get("output_tokens")),
+    )
+
+
+def _codex_runs(lines: list[_Line], file: Path) -> list[Run]:
+    """A Codex CLI session: the Responses input items it sent, call by call.
+
+    * ``response_item`` records are the items, in the order sent (without Codex's
+      ``internal_chat_message_metadata_passthrough``, which it does not send). The base
+      instructions (``session_meta.base_instructions``) go first as the developer message
+      Codex sends them in; what was sent may differ from the logged text (Codex 0.171
+      left out sections for tools it did not offer: 17k of the 21k characters logged), so
+      a warning says so, and the item's ``id`` is not logged.
+    * A request point is the first item of each run of model items (assistant text,
+      reasoning, calls); ``token_usage_record`` records give each call's usage, in order.
+    * A ``compacted`` record starts a new run (``~compact<k>``) from its replacement
+      history. A call the log never answers gets :data:`SYNTHETIC_RESULT_TEXT`.
+    * Not in the log: the tool definitions (``tools`` is ``None``).
+    """
+    warnings = [f"line {line.number}: {line.error}; skipped" for line in lines if line.error]
+    runs: list[Run] = []
+    base: dict[str, Any] | None = None
+    items: list[_Msg] = []
+    usages: list[RecordedUsage | None] = []
+    models: Counter[str] = Counter()
+    first_line = 0
+
+    def finish(last_line: int) -> None:
+        if not items:
+            return
+        k = len(runs)
+        name = _stem(file) + (f"~compact{k}" if k else "")
+        runs.append(
+            _codex_run(
+                name, f"lines {first_line}-{last_line}", file, items, usages, models, warnings
+            )
+        )
+
+    for line in lines:
+        record = line.value
+        if line.error is not None or not _is_codex_record(record):
+            if line.error is None:
+                warnings.append(f"line {line.number}: not a Codex session record; skipped")
+            continue
+        kind, payload = record["type"], record["payload"]
+        if not isinstance(payload, dict):
+            continue
+        if kind == "session_meta":
+            text = payload.get("base_instructions")
+            text = text.get("text") if isinstance(text, dict) else text
+            if isinstance(text, str) and text:
+                base = {
+                    "type": "message",
+                    "role": "developer",
+                    "content": [{"type": "input_text", "text": text}],
+                }
+        elif kind == "turn_context" and isinstance(payload.get("model"), str):
+            models[payload["model"]] += 1
+        elif kind == "response_item":
+            if not items:
+                first_line = line.number
+                if base is not None:
+                    items.append(_Msg(dict(base), "session_meta.base_instructions"))
+                    warnings.append(
+                        "the base instructions are the logged ones; Codex may have sent them "
+                        "shortened"
+                    )
+            item = {k: v for k, v in payload.items() if k not in _CODEX_PRIVATE}
+            items.append(_Msg(item, f"line {line.number}", response=_is_model_item(item)))
+        elif kind == "token_usage_record":
+            usages.append(_codex_usage(payload.get("usage")))
+        elif kind == "compacted":
+            finish(line.number - 1)
+            items, usages = [], []
+            history = payload.get("replacement_history")
+            if isinstance(history, list):
+                first_line = line.number
+                for item in history:
+                    if isinstance(item, dict):
+                        items.append(_Msg(dict(item), f"line {line.number}"))
+            else:
+                warnings.append(f"line {line.number}: a compaction without its history")
+    finish(lines[-1].number if lines else 0)
+    if not runs:
+        raise LogFormatError("a Codex session log with no response items", path=str(file))
+    return runs
+
+
+def _codex_run(
+    name: str,
+    source: str,
+    file: Path,
+    items: list[_Msg],
+    usages: list[RecordedUsage | None],
+    models: Counter[str],
+    warnings: list[str],
+) -> Run:
+    repairs: list[str] = []
+    answered = {
+        m.data.get("call_id") for m in items if str(m.data.get("type", "")).endswith("_call_output")
+    }
+    out: list[_Msg] = []
+    pending: list[_Msg] = []
+    for message in items:
+        if pending and not message.response:
+            out.extend(pending)
+            pending = []
+        out.append(message)
+        kind = message.data.get("type")
+        call_id = message.data.get("call_id")
+        if kind in ("function_call", "custom_tool_call") and call_id not in answered:
+            repairs.append(f"{message.where}: call {call_id} has no output; a synthetic one added")
+            pending.append(
+                _Msg(
+                    {"type": f"{kind}_output", "call_id": call_id, "output": SYNTHETIC_RESULT_TEXT},
+                    message.where,
+                )
+            )
+    out.extend(pending)
+    starts = [i for i, m in enumerate(out) if m.response and (i == 0 or not out[i - 1].response)]
+    if len(usages) == len(starts):
+        for i, usage in zip(starts, usages, strict=True):
+            out[i].usage = usage
+    elif usages:
+        warnings.append(
+            f"{len(usages)} usage records for {len(starts)} model calls: usage left out"
+        )
+    requests = [RequestPoint(i, out[i].usage) for i in starts if i > 0]
+    return Run(
+        name=name,
+        source=source,
+        path=str(file),
+        format="openai-responses",
+        system=None,
+        tools=None,
+        messages=[m.data for m in out],
+        requests=requests,
+        model=_most_common(models, warnings),
+        kind="codex",
+        repairs=repairs,
+        warnings=list(warnings),
     )

@@ -383,6 +383,10 @@ def _pairs(classes: bytes) -> bytes:
 
 
 _ADLER_PIECE = struct.Struct("256s")
+#: Texts of at most this many characters have their weights summed by one adler32 call:
+#: with the padding byte that is 256 weights of at most 255, and their sum plus one
+#: (at most 65,281) stays below adler32's modulus (65,521), so the low half is exact.
+_SHORT = 255
 _LOW_HALF = (0, 1) if sys.byteorder == "little" else (3, 2)
 
 
@@ -527,6 +531,7 @@ class ProfileEstimator(Estimator):
         self._table = profile.table
         self._framing = profile.framing
         self._emoji_units = round((profile.emoji_extra or 0.0) * WEIGHT_UNIT)
+        self._pad = profile.table[0]
 
     def estimate(self, text: str) -> int:
         if not text:
@@ -536,7 +541,16 @@ class ProfileEstimator(Estimator):
             classes = data.translate(_CLASS_TABLE)
         else:
             classes = data.translate(_CLASS_TABLE, _CONTINUATION_BYTES)
-        units = _weighted_units(classes, self._table)
+        size = len(classes)
+        if size <= _SHORT:
+            # One adler32 sums the weights exactly (see _byte_sum); the padding byte's
+            # weight is taken off again (it is 0 in every table _build_table makes).
+            class_bits, group_bits = _masks or _get_masks()
+            codes = int.from_bytes(classes, "little")
+            pairs = ((codes & class_bits) | (codes & group_bits) << 8).to_bytes(size + 1, "little")
+            units = (zlib.adler32(pairs.translate(self._table)) & 0xFFFF) - 1 - self._pad
+        else:
+            units = _weighted_units(classes, self._table)
         if self._emoji_units and b"\xf0" in data:
             units += self._emoji_units * classes.count(_EMOJI_CODE)
         return math.ceil(units / WEIGHT_UNIT + self._framing)

@@ -290,6 +290,20 @@ class _Prepared:
     estimated: int
 
 
+@dataclass(frozen=True)
+class _Api:
+    """How one API's calls are fitted and measured: Messages and Chat Completions use the
+    :class:`WrapState`'s own methods, Responses its own (``_wrap_responses``)."""
+
+    prepare: Callable[[dict[str, Any]], _Prepared]
+    #: Usage of a whole response.
+    observe_response: Callable[[_Prepared, Any], None]
+    #: Usage as it passes by in a stream (event, state kept between events).
+    observe_event: Callable[[_Prepared, Any, dict[str, Any]], None]
+    #: Usage of a ``.stream()`` helper's stream when its block ends.
+    observe_closed: Callable[[_Prepared, Any], None]
+
+
 class WrapState:
     """The settings and counters of a wrapped client, at ``client.windowfit``."""
 
@@ -328,6 +342,12 @@ class WrapState:
         self.fitter = fitter if fitter is not None else Fitter()
         self.stats = WrapStats()
         self._plain = _PlainMemo()
+        self.api = _Api(
+            self.prepare,
+            lambda prepared, response: self.observe_usage(prepared, _field(response, "usage")),
+            self.observe_event,
+            lambda prepared, stream: self.observe_usage(prepared, _snapshot_usage(stream)),
+        )
 
     # -- budget and fitting -----------------------------------------------------------
 
@@ -438,12 +458,18 @@ class WrapState:
         return seen
 
     def observe_usage(self, prepared: _Prepared, usage: Any) -> None:
-        numbers = _usage_numbers(self.provider, usage)
+        self.observe_numbers(prepared, _usage_numbers(self.provider, usage), self.provider)
+
+    def observe_numbers(
+        self, prepared: _Prepared, numbers: tuple[int, int, int, int] | None, provider: str
+    ) -> None:
+        """Record ``(input, cache_read, cache_write, output)`` of one answer (``provider``
+        names the API that answered) and give it to the calibrator and ``on_usage``."""
         if numbers is None or prepared.estimated <= 0:
             return
         total, read, write, output = numbers
         record = UsageRecord(
-            self.provider,
+            provider,
             prepared.model,
             prepared.estimated,
             total,
@@ -493,8 +519,11 @@ class WrapState:
 
         return attempt
 
-    def call(self, kwargs: dict[str, Any], send: Callable[[dict[str, Any]], Any]) -> Any:
-        prepared = self.prepare(kwargs)
+    def call(
+        self, kwargs: dict[str, Any], send: Callable[[dict[str, Any]], Any], api: _Api | None = None
+    ) -> Any:
+        api = api or self.api
+        prepared = api.prepare(kwargs)
         sleep = self.sleep or time.sleep
         response = retry_call(
             self._attempt(send, prepared),
@@ -503,14 +532,18 @@ class WrapState:
             sleep=sleep,
         )
         if kwargs.get("stream") is True:
-            return _ObservedStream(response, self, prepared)
-        self.observe_usage(prepared, _field(response, "usage"))
+            return _ObservedStream(response, api, prepared)
+        api.observe_response(prepared, response)
         return response
 
     async def call_async(
-        self, kwargs: dict[str, Any], send: Callable[[dict[str, Any]], Awaitable[Any]]
+        self,
+        kwargs: dict[str, Any],
+        send: Callable[[dict[str, Any]], Awaitable[Any]],
+        api: _Api | None = None,
     ) -> Any:
-        prepared = self.prepare(kwargs)
+        api = api or self.api
+        prepared = api.prepare(kwargs)
         sleep = self.sleep or asyncio.sleep
         response = await retry_call_async(
             self._attempt(send, prepared),
@@ -519,8 +552,8 @@ class WrapState:
             sleep=sleep,
         )
         if kwargs.get("stream") is True:
-            return _AsyncObservedStream(response, self, prepared)
-        self.observe_usage(prepared, _field(response, "usage"))
+            return _AsyncObservedStream(response, api, prepared)
+        api.observe_response(prepared, response)
         return response
 
 
@@ -530,9 +563,9 @@ class WrapState:
 class _ObservedStream:
     """The SDK's stream, unchanged, with its usage noted as the events pass."""
 
-    def __init__(self, stream: Any, state: WrapState, prepared: _Prepared) -> None:
+    def __init__(self, stream: Any, api: _Api, prepared: _Prepared) -> None:
         self._stream = stream
-        self._state = state
+        self._observe = api.observe_event
         self._prepared = prepared
         self._pending: dict[str, Any] = {}
 
@@ -541,12 +574,12 @@ class _ObservedStream:
 
     def __iter__(self) -> Iterator[Any]:
         for event in self._stream:
-            self._state.observe_event(self._prepared, event, self._pending)
+            self._observe(self._prepared, event, self._pending)
             yield event
 
     def __next__(self) -> Any:
         event = next(self._stream)
-        self._state.observe_event(self._prepared, event, self._pending)
+        self._observe(self._prepared, event, self._pending)
         return event
 
     def __enter__(self) -> _ObservedStream:
@@ -559,9 +592,9 @@ class _ObservedStream:
 class _AsyncObservedStream:
     """The SDK's async stream, unchanged, with its usage noted as the events pass."""
 
-    def __init__(self, stream: Any, state: WrapState, prepared: _Prepared) -> None:
+    def __init__(self, stream: Any, api: _Api, prepared: _Prepared) -> None:
         self._stream = stream
-        self._state = state
+        self._observe = api.observe_event
         self._prepared = prepared
         self._pending: dict[str, Any] = {}
 
@@ -570,7 +603,7 @@ class _AsyncObservedStream:
 
     async def _events(self) -> Any:
         async for event in self._stream:
-            self._state.observe_event(self._prepared, event, self._pending)
+            self._observe(self._prepared, event, self._pending)
             yield event
 
     def __aiter__(self) -> Any:
@@ -578,7 +611,7 @@ class _AsyncObservedStream:
 
     async def __anext__(self) -> Any:
         event = await self._stream.__anext__()
-        self._state.observe_event(self._prepared, event, self._pending)
+        self._observe(self._prepared, event, self._pending)
         return event
 
     async def __aenter__(self) -> _AsyncObservedStream:
@@ -602,8 +635,15 @@ def _snapshot_usage(stream: Any) -> Any:
 class _StreamManager:
     """``with client.messages.stream(...) as stream``: fitted, opened with retries."""
 
-    def __init__(self, state: WrapState, kwargs: dict[str, Any], open_: Callable[..., Any]):
+    def __init__(
+        self,
+        state: WrapState,
+        kwargs: dict[str, Any],
+        open_: Callable[..., Any],
+        api: _Api | None = None,
+    ):
         self._state = state
+        self._api = api or state.api
         self._kwargs = kwargs
         self._open = open_
         self._manager: Any = None
@@ -612,7 +652,7 @@ class _StreamManager:
 
     def __enter__(self) -> Any:
         state = self._state
-        prepared = self._prepared = state.prepare(self._kwargs)
+        prepared = self._prepared = self._api.prepare(self._kwargs)
 
         def attempt() -> tuple[Any, Any]:
             state.stats.attempts += 1
@@ -638,14 +678,21 @@ class _StreamManager:
                 self._manager.__exit__(exc_type, exc, tb)
         finally:
             if self._prepared is not None and self._stream is not None:
-                self._state.observe_usage(self._prepared, _snapshot_usage(self._stream))
+                self._api.observe_closed(self._prepared, self._stream)
 
 
 class _AsyncStreamManager:
     """``async with client.messages.stream(...) as stream``: fitted, opened with retries."""
 
-    def __init__(self, state: WrapState, kwargs: dict[str, Any], open_: Callable[..., Any]):
+    def __init__(
+        self,
+        state: WrapState,
+        kwargs: dict[str, Any],
+        open_: Callable[..., Any],
+        api: _Api | None = None,
+    ):
         self._state = state
+        self._api = api or state.api
         self._kwargs = kwargs
         self._open = open_
         self._manager: Any = None
@@ -654,7 +701,7 @@ class _AsyncStreamManager:
 
     async def __aenter__(self) -> Any:
         state = self._state
-        prepared = self._prepared = state.prepare(self._kwargs)
+        prepared = self._prepared = self._api.prepare(self._kwargs)
 
         async def attempt() -> tuple[Any, Any]:
             state.stats.attempts += 1
@@ -680,7 +727,7 @@ class _AsyncStreamManager:
                 await self._manager.__aexit__(exc_type, exc, tb)
         finally:
             if self._prepared is not None and self._stream is not None:
-                self._state.observe_usage(self._prepared, _snapshot_usage(self._stream))
+                self._api.observe_closed(self._prepared, self._stream)
 
 
 # --------------------------------------------------------------------------- resources
@@ -735,6 +782,10 @@ class _Client(_Passthrough):
             self.messages = _Messages(state, self._inner.messages, client.messages, is_async)
         else:
             self.chat = _Chat(state, self._inner.chat, client.chat, is_async)
+            if hasattr(client, "responses"):
+                from ._wrap_responses import Responses
+
+                self.responses = Responses(state, self._inner.responses, client.responses, is_async)
 
     def with_options(self, **options: Any) -> Any:
         """The wrapped client's ``with_options``, wrapped again (same settings and

@@ -2,7 +2,7 @@
 
 Each format module exposes ``from_message(raw, index)`` and ``to_message(message)``; the
 round trip ``to_message(from_message(m))`` gives back ``m`` exactly (same keys and values),
-including fields windowfit does not understand. :func:`detect_format` tells the two
+including fields windowfit does not understand. :func:`detect_format` tells the
 formats apart from the messages themselves.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ..errors import ConversationError
-from . import anthropic, openai_chat
+from . import anthropic, openai_chat, openai_responses
 from ._common import FormatSpec
 from ._dialect import Dialect, RequestParts, Usage
 
@@ -28,15 +28,17 @@ __all__ = [
     "get_format",
 ]
 
-FormatName = Literal["anthropic", "openai"]
+FormatName = Literal["anthropic", "openai", "openai-responses"]
 
 FORMATS: dict[str, FormatSpec] = {
     "anthropic": anthropic.SPEC,
     "openai": openai_chat.SPEC,
+    "openai-responses": openai_responses.SPEC,
 }
 
 #: The whole-API dialects (request body, usage, stream events, error bodies), by name.
 DIALECTS: dict[str, Dialect] = {}
+DIALECTS[openai_responses.DIALECT.name] = openai_responses.DIALECT
 
 _OPENAI_ONLY_ROLES = {"tool", "system", "developer", "function"}
 _ANTHROPIC_BLOCK_TYPES = {
@@ -62,11 +64,17 @@ def detect_format(messages: Sequence[Any], default: FormatName = "anthropic") ->
     """Tell Anthropic Messages from OpenAI Chat Completions by what the messages contain.
 
     Messages with only plain string content look the same in both formats (and convert
-    the same way), so ``default`` is returned for them.
+    the same way), so ``default`` is returned for them. OpenAI Responses input items are
+    recognised by what only they have: an item ``type`` (``message``, ``function_call``,
+    ``reasoning``...) or a Responses content part (``input_text``, ``output_text``...).
     """
     for msg in messages:
         if not isinstance(msg, Mapping):
             continue
+        kind = msg.get("type")
+        # (An Anthropic reply appended whole is ``type: message`` too, with a stop_reason.)
+        if kind in openai_responses.ITEM_TYPES and not (kind == "message" and "stop_reason" in msg):
+            return "openai-responses"
         role = msg.get("role")
         if isinstance(role, str) and role in _OPENAI_ONLY_ROLES:
             return "openai"
@@ -84,4 +92,6 @@ def detect_format(messages: Sequence[Any], default: FormatName = "anthropic") ->
                     return "anthropic"
                 if kind in _OPENAI_PART_TYPES:
                     return "openai"
+                if kind in openai_responses.PART_TYPES:
+                    return "openai-responses"
     return default

@@ -37,6 +37,13 @@ class FormatSpec:
     strip: Callable[[Any], dict[str, Any]]
     #: Roles the first non-system message may have (``None``: any).
     opening_roles: frozenset[str] | None = None
+    #: Consecutive ``assistant`` messages make one round (OpenAI Responses items:
+    #: reasoning, text, tool calls; Anthropic joins consecutive same-role turns): one
+    #: request point, one place a cut may fall, its calls answered after all of it.
+    item_rounds: bool = False
+    #: The trimmed-conversation note is always a message of its own (Responses items),
+    #: never appended to the head's last message.
+    note_as_own_message: bool = False
 
 
 def require_mapping(value: Any, index: int, what: str) -> Mapping[str, Any]:

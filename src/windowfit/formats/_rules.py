@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ._common import FormatSpec
 from ._facts import Facts
 
 __all__ = ["PairingRule", "Problem", "ProblemKind"]
@@ -38,18 +39,29 @@ class PairingRule:
     """Checks a request message by message (``add`` each, then ``finish``).
 
     ``system_roles`` lead a request without taking part in the pairing; ``opening_roles``
-    are the roles the first other message may have (``None``: any role).
+    are the roles the first other message may have (``None``: any role). With
+    ``item_rounds`` (OpenAI Responses, one item per message), an assistant message right
+    after an assistant message continues its round: calls stay open across the round's
+    items and are answered by the result items after it.
     """
 
     def __init__(
         self,
         system_roles: frozenset[str] = frozenset(),
         opening_roles: frozenset[str] | None = None,
+        item_rounds: bool = False,
     ) -> None:
         self.system_roles = system_roles
         self.opening_roles = opening_roles
+        self.item_rounds = item_rounds
         self.open_calls: dict[str, int] = {}  # call id -> index of the assistant message
         self.opened = False
+        self.last_role: str | None = None  # the role of the message checked last
+
+    @classmethod
+    def for_format(cls, spec: FormatSpec) -> PairingRule:
+        """The rule as ``spec``'s API applies it."""
+        return cls(spec.system_roles, spec.opening_roles, spec.item_rounds)
 
     def add(self, i: int, facts: Facts) -> Problem | None:
         """The first problem message ``i`` reveals, or ``None``."""
@@ -76,6 +88,8 @@ class PairingRule:
                     f"the first message must be a {allowed} message, not {role}",
                 )
         open_calls = self.open_calls
+        continues = self.item_rounds and role == "assistant" and self.last_role == "assistant"
+        self.last_role = role
         for call_id in results:
             if call_id not in open_calls:
                 return Problem(
@@ -86,7 +100,7 @@ class PairingRule:
                     "assistant message just before it",
                 )
             del open_calls[call_id]
-        if open_calls and not carrier:
+        if open_calls and not carrier and not continues:
             call_id, at = next(iter(open_calls.items()))
             open_calls.clear()
             return Problem(

@@ -417,4 +417,7 @@ SPEC = FormatSpec(
     clear=clear,
     strip=strip,
     opening_roles=frozenset({"user"}),
+    # "Consecutive user or assistant turns in your request will be combined into a single
+    # turn" (Messages API docs): split assistant messages are one round, as in Responses.
+    item_rounds=True,
 )

@@ -508,7 +508,8 @@ def measure_request(
     system_roles = conv.spec.system_roles
     first = conv.first
     looking_for_first = first >= 0
-    rule = PairingRule(system_roles)  # the rule fitting uses, counted instead of raised
+    # The rule fitting uses, counted instead of raised (the first message checked above).
+    rule = PairingRule(system_roles, None, conv.spec.item_rounds)
     result_tokens = conv.result_tokens
     for position, message in enumerate(out):
         index, tokens, carrier, results, calls, role, neutral = conv.describe(message)

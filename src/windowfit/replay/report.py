@@ -27,6 +27,7 @@ SOURCE_NAMES = {
     "swe-agent": "SWE-agent",
     "anthropic": "Anthropic message lists",
     "openai": "OpenAI message lists",
+    "codex": "Codex CLI sessions",
 }
 
 

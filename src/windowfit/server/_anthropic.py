@@ -183,7 +183,7 @@ def _ids(message: Mapping[str, Any], kind: str, key: str) -> list[str]:
 
 def _check_pairing(messages: list[dict[str, Any]]) -> None:
     """The pairing rule fitting uses (``formats/_rules.py``), answered in Anthropic's words."""
-    rule = PairingRule(_SPEC.system_roles, _SPEC.opening_roles)
+    rule = PairingRule.for_format(_SPEC)
     for i, message in enumerate(messages):
         content = message["content"]
         blocks = content if isinstance(content, list) else []

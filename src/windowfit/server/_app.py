@@ -36,7 +36,7 @@ from ..errors import ConversationError
 from ..formats import get_format
 from ..sizing import Sizer
 from ..tokens import Estimator
-from . import _anthropic, _openai
+from . import _anthropic, _openai, _responses
 from ._cache import MemoEstimator, PrefixCache, Segment
 from ._config import SimConfig
 from ._errors import Provider, ProviderError, anthropic_error, default_error, openai_error
@@ -71,6 +71,7 @@ class SimState:
         counted = MemoEstimator(estimator)
         self.tokenizer = estimator.name
         self.sizers = {"anthropic": Sizer(counted, "anthropic"), "openai": Sizer(counted, "openai")}
+        self.sizers["openai-responses"] = Sizer(counted, "openai-responses")
         self.cache = PrefixCache(
             min_tokens=config.cache_min_tokens,
             increment=config.cache_increment,
@@ -437,6 +438,8 @@ class _App:
         data = _parse_json(body, provider)
         if route == "openai.chat":
             return await self._openai(data, key, fault, entry)
+        if route == "openai.responses":
+            return await self._responses(data, key, fault, entry)
         return await self._anthropic(data, key, fault, entry, route == "anthropic.count_tokens")
 
     def _late_fault(self, provider: Provider, fault: Fault | None, stream: bool) -> Response | None:
@@ -592,6 +595,82 @@ class _App:
             entry.error = "dropped"
         return _EventStream(frames, headers, fault, fault_frame)
 
+    async def _responses(
+        self, data: Any, key: str, fault: Fault | None, entry: RequestLog
+    ) -> Response:
+        """OpenAI Responses, with the same steps as Chat (see ``_responses``)."""
+        config = self.state.config
+        request = _responses.parse_request(data)
+        entry.model, entry.max_tokens, entry.stream = (
+            request.model,
+            request.max_tokens,
+            request.stream,
+        )
+        sizer = self.state.sizers["openai-responses"]
+        try:
+            segments = await asyncio.to_thread(_responses.segments, request, sizer)
+        except ConversationError as exc:
+            raise openai_error(400, str(exc), param="input") from None
+        tokens = entry.tokens = sum(s.tokens for s in segments)
+        late = self._late_fault("openai", fault, request.stream)
+        if late is not None:
+            entry.error = "dropped"
+            return late
+        refusal = _responses.context_error(
+            tokens, request.max_tokens, config.context_window, config.reserve_output
+        )
+        if refusal is not None:
+            raise refusal
+        namespace = f"{key}\x00{request.model}\x00{request.cache_key or ''}"
+        use = self.state.cache.automatic(namespace, segments)
+        answer = decide(
+            request.offers(),
+            choice=request.choice,
+            named=request.named,
+            results=request.results(),
+            tool_rounds=config.tool_rounds,
+            reply=config.reply,
+            tokens=tokens,
+            model=request.model,
+        )
+        response_id = stable_id("resp_", *(s.key for s in segments[-3:]), tokens)
+        output = _responses.output_items(answer, response_id)
+        spec = get_format("openai-responses")
+        out_tokens = sum(spec.scan(item, 0, sizer).tokens for item in output)
+        status, incomplete = "completed", None
+        limit = request.max_tokens
+        if answer.tool is None and limit is not None and out_tokens > limit:
+            part = output[0]["content"][0]
+            part["text"] = part["text"][: max(1, len(part["text"]) * limit // out_tokens)]
+            out_tokens, status, incomplete = limit, "incomplete", "max_output_tokens"
+            output[0]["status"] = "incomplete"
+        usage = _responses.usage_body(tokens, use.read, use.write, out_tokens)
+        entry.cache_read, entry.output_tokens, entry.status = use.read, out_tokens, 200
+        headers = _request_id("openai")
+        if not request.stream:
+            body = _responses.response_body(
+                request, response_id, output, usage, status=status, incomplete=incomplete
+            )
+            return _json(body, headers=headers)
+        events = _responses.stream_events(
+            request,
+            response_id,
+            output,
+            usage,
+            status=status,
+            incomplete=incomplete,
+            chunk=config.stream_chunk_chars,
+        )
+        frames = [_sse(e["type"], e) for e in events]
+        fault_frame = b""
+        if fault is not None and fault.status is not None:
+            error = _fault_error("openai", fault)
+            entry.error = error.kind
+            fault_frame = _sse("error", _responses.error_event(error.body, fault.after_events or 0))
+        elif fault is not None and fault.drop:
+            entry.error = "dropped"
+        return _EventStream(frames, headers, fault, fault_frame)
+
     # -- routes ----------------------------------------------------------------------
 
     async def messages(self, request: Request) -> Response:
@@ -602,6 +681,9 @@ class _App:
 
     async def chat(self, request: Request) -> Response:
         return await self.handle(request, "openai.chat")
+
+    async def responses(self, request: Request) -> Response:
+        return await self.handle(request, "openai.responses")
 
     def control(self, handler: Any) -> Any:
         """``handler`` behind the API key check of the control routes."""
@@ -677,6 +759,8 @@ def build_app(state: SimState) -> Starlette:
         Route("/v1/messages/count_tokens", app.count_tokens, methods=["POST"]),
         Route("/v1/chat/completions", app.chat, methods=["POST"]),
         Route("/chat/completions", app.chat, methods=["POST"]),
+        Route("/v1/responses", app.responses, methods=["POST"]),
+        Route("/responses", app.responses, methods=["POST"]),
         Route("/_sim/stats", app.control(app.stats), methods=["GET"]),
         Route("/_sim/reset", app.control(app.reset), methods=["POST"]),
         Route("/_sim/faults", app.control(app.faults), methods=["GET", "POST", "DELETE"]),

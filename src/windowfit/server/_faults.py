@@ -12,7 +12,8 @@ by ``--fault SPEC`` flags, :class:`SimConfig.faults <windowfit.server.SimConfig>
     delay=1.5               the answer comes 1.5 s late (and is otherwise normal)
 
 ``route`` restricts a fault to one kind of request: ``anthropic`` (both Anthropic routes),
-``anthropic.messages``, ``anthropic.count_tokens`` or ``openai`` (``openai.chat``).
+``anthropic.messages``, ``anthropic.count_tokens``, ``openai`` (``openai.chat`` and
+``openai.responses``) or one of those two.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 __all__ = ["ROUTES", "Fault", "FaultQueue", "fault_from_json", "parse_fault"]
 
 #: The provider routes a fault can be restricted to.
-ROUTES = ("anthropic.messages", "anthropic.count_tokens", "openai.chat")
+ROUTES = ("anthropic.messages", "anthropic.count_tokens", "openai.chat", "openai.responses")
 
 _MAX_DELAY = 600.0
 

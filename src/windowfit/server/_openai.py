@@ -176,7 +176,7 @@ def _check_messages(raw: Any) -> list[dict[str, Any]]:
             code="empty_array",
         )
     messages: list[dict[str, Any]] = []
-    rule = PairingRule(_SPEC.system_roles, _SPEC.opening_roles)
+    rule = PairingRule.for_format(_SPEC)
     for i, message in enumerate(raw):
         where = f"messages[{i}]"
         if not isinstance(message, dict):

@@ -1,0 +1,182 @@
+"""``client.responses`` of a wrapped ``openai`` client: the Responses API, fitted.
+
+``responses.create`` (``stream=True`` included) and ``responses.stream`` are fitted,
+retried and measured like Chat Completions (see :mod:`windowfit.wrap`): the ``input``
+items are fitted with the ``openai-responses`` format (a string ``input`` is one user
+message), ``instructions`` count as the system prompt and ``tools`` as tools, and the
+output reserve is ``max_output_tokens``. Usage (``input_tokens``, of them
+``input_tokens_details.cached_tokens``) comes from the response, from the
+``response.completed`` event of a stream, or from the ``.stream()`` helper's final
+response, and goes to the same stats, calibrator and ``on_usage`` as Chat's.
+
+A request with ``previous_response_id`` continues a conversation the provider stores:
+only the items it sends are fitted. Its leading output items answer the stored
+response's calls, so they are sent as they are (and counted); the items after them are
+fitted to what remains of the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import ContextOverflowError
+from .fitting import FitResult
+from .formats import openai_responses as fmt
+from .sizing import Sizer
+from .wrap import (
+    WrapState,
+    _Api,
+    _AsyncStreamManager,
+    _default_estimator,
+    _field,
+    _given,
+    _Passthrough,
+    _Prepared,
+    _StreamManager,
+    _to_plain,
+)
+
+__all__ = ["Responses"]
+
+_NAME = fmt.DIALECT.name
+
+
+def _numbers(usage: Any) -> tuple[int, int, int, int] | None:
+    found = fmt.DIALECT.usage(_to_plain(usage)) if usage is not None else None
+    if found is None:
+        return None
+    return (
+        found.input_tokens,
+        found.cache_read_tokens,
+        found.cache_write_tokens,
+        found.output_tokens,
+    )
+
+
+def _max_output(kwargs: Mapping[str, Any]) -> int | None:
+    value = kwargs.get("max_output_tokens")
+    if _given(value) and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None
+
+
+def _leading_outputs(items: list[Any]) -> int:
+    """How many items at the start answer calls of a stored response."""
+    n = 0
+    while n < len(items) and isinstance(items[n], Mapping):
+        if items[n].get("type") not in fmt.OUTPUT_TYPES:
+            break
+        n += 1
+    return n
+
+
+class _ResponsesApi:
+    """Fitting and usage for the Responses API, on a wrapped client's :class:`WrapState`."""
+
+    def __init__(self, state: WrapState) -> None:
+        self.state = state
+
+    def api(self) -> _Api:
+        return _Api(self.prepare, self.observe_response, self.observe_event, self.observe_closed)
+
+    def prepare(self, kwargs: dict[str, Any]) -> _Prepared:
+        state = self.state
+        state.stats.calls += 1
+        raw: Any = kwargs.get("input")
+        model = kwargs.get("model")
+        model_name = model if isinstance(model, str) else ""
+        if not _given(raw) or not isinstance(raw, (str, list, tuple)):
+            return _Prepared(kwargs, model_name, 0, 0)  # the SDK says what is wrong
+        if isinstance(raw, str):
+            items: list[Any] = [{"role": "user", "content": raw}]
+        else:
+            items = [state._plain(m) for m in raw]
+        budget, limit = state.limits_for(model_name or None, _max_output(kwargs))
+        instructions = kwargs.get("instructions")
+        system = instructions if isinstance(instructions, str) else None
+        tools: Any = kwargs.get("tools")
+        tools = _to_plain(list(tools)) if _given(tools) else None
+        estimator = state.estimator or _default_estimator(model_name)
+        lead: list[Any] = []
+        lead_tokens = 0
+        if _given(kwargs.get("previous_response_id")):
+            n = _leading_outputs(items)
+            lead, items = items[:n], items[n:]
+            sizer = Sizer(estimator, _NAME)
+            lead_tokens = sum(fmt.SPEC.scan(m, i, sizer).tokens for i, m in enumerate(lead))
+            if not items:
+                total = lead_tokens + sizer.system(system) + sizer.tools(tools)
+                ceiling = limit if limit is not None else budget
+                if total > ceiling:
+                    state.stats.overflows += 1
+                    raise ContextOverflowError(
+                        "the tool outputs sent after previous_response_id do not fit the budget",
+                        tokens=total,
+                        limit=ceiling,
+                    )
+                return _Prepared(kwargs, model_name, budget, total)
+        if lead_tokens >= budget:
+            state.stats.overflows += 1
+            raise ContextOverflowError(
+                "the tool outputs sent after previous_response_id do not fit the budget",
+                tokens=lead_tokens,
+                limit=budget,
+            )
+        try:
+            result: FitResult = state.fitter.fit(
+                items,
+                budget=budget - lead_tokens,
+                system=system,
+                tools=tools,
+                settings=state.settings,
+                format=_NAME,
+                estimator=estimator,
+                limit=limit - lead_tokens if limit is not None and limit > lead_tokens else None,
+            )
+        except ContextOverflowError:
+            state.stats.overflows += 1
+            raise
+        report = result.report
+        state.stats.last_report = report
+        state.stats.fitted += report.stage > 0
+        if state.on_fit is not None:
+            state.on_fit(report)
+        body = fmt.DIALECT.write_request(kwargs, [*lead, *result.messages], instructions)
+        return _Prepared(body, model_name, budget, report.tokens_after + lead_tokens)
+
+    def observe_response(self, prepared: _Prepared, response: Any) -> None:
+        self.state.observe_numbers(prepared, _numbers(_field(response, "usage")), _NAME)
+
+    def observe_event(self, prepared: _Prepared, event: Any, pending: dict[str, Any]) -> None:
+        if _field(event, "type") in fmt.FINAL_EVENTS and not pending.get("seen"):
+            pending["seen"] = True
+            self.observe_response(prepared, _field(event, "response"))
+
+    def observe_closed(self, prepared: _Prepared, stream: Any) -> None:
+        """The ``.stream()`` helper's final response (the SDK keeps it once the
+        ``response.completed`` event was read; nothing is read here)."""
+        completed = getattr(getattr(stream, "_state", None), "_completed_response", None)
+        if completed is not None:
+            self.observe_response(prepared, completed)
+
+
+class Responses(_Passthrough):
+    """``client.responses`` (``create`` and ``stream`` fitted; the rest the SDK's own)."""
+
+    def __init__(self, state: WrapState, inner: Any, original: Any, is_async: bool) -> None:
+        self._state = state
+        self._inner = inner
+        self._original = original
+        self._async = is_async
+        self._api = _ResponsesApi(state).api()
+
+    def create(self, **kwargs: Any) -> Any:
+        if self._async:
+            return self._state.call_async(kwargs, lambda kw: self._inner.create(**kw), self._api)
+        return self._state.call(kwargs, lambda kw: self._inner.create(**kw), self._api)
+
+    def stream(self, **kwargs: Any) -> Any:
+        if self._async:
+            return _AsyncStreamManager(self._state, kwargs, self._inner.stream, self._api)
+        return _StreamManager(self._state, kwargs, self._inner.stream, self._api)
