@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..calibration import UsageCalibrator
-from ..errors import MissingExtraError, SettingsError
+from ..errors import ContextOverflowError, MissingExtraError, SettingsError
 from ..fitter import Fitter
 from ..fitting import FitReport
 from ..models import ModelLimits
 from ..settings import FitSettings
 from ..tokens import Estimator
-from ..wrap import Calibrator, UsageRecord, WrapState, _Prepared
+from ..wrap import Calibrator, UsageRecord, WrapState, _default_estimator, _Prepared
 
 __all__ = ["Fitted", "Shaper", "require"]
 
@@ -132,6 +132,44 @@ class Shaper:
         assert report is not None
         sources, changed = _sources(messages, out, report)
         return Fitted(out, sources, changed, report, prepared.estimated, prepared.budget, name)
+
+    def fit_format(
+        self,
+        messages: Sequence[Any],
+        *,
+        format: str,
+        system: Any = None,
+        model: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        max_tokens: int | None = None,
+    ) -> Fitted:
+        """:meth:`fit` for messages in another windowfit format (``"openai-responses"``
+        items, ...), with the system prompt or instructions given apart."""
+        state = self.state
+        name = self.model or model or ""
+        state.stats.calls += 1
+        budget, limit = state.limits_for(name or None, max_tokens)
+        try:
+            result = state.fitter.fit(
+                list(messages),
+                budget=budget,
+                system=system,
+                tools=list(tools) if tools else None,
+                settings=state.settings,
+                format=format,
+                estimator=state.estimator or _default_estimator(name),
+                limit=limit,
+            )
+        except ContextOverflowError:
+            state.stats.overflows += 1
+            raise
+        report = result.report
+        state.stats.last_report = report
+        state.stats.fitted += report.stage > 0
+        if state.on_fit is not None:
+            state.on_fit(report)
+        sources, changed = _sources(messages, result.messages, report)
+        return Fitted(result.messages, sources, changed, report, report.tokens_after, budget, name)
 
     def observe(self, fitted: Fitted, input_tokens: int | None, output_tokens: int = 0) -> None:
         """Learn from the provider's count of a fitted request's input (when reported)."""
