@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -534,3 +535,22 @@ def test_clearing_replaces_the_output_and_keeps_the_call_id() -> None:
     for m in result.messages:
         if m.get("call_id") in result.report.cleared and m["type"] == "function_call_output":
             assert _is_cleared(m) and list(m) == ["type", "call_id", "output", "id"]
+
+
+def test_the_cli_fits_a_responses_body_and_writes_it_back(tmp_path: Path) -> None:
+    from windowfit.cli import main
+
+    big = "lorem ipsum dolor sit amet " * 300
+    items: list[dict[str, Any]] = [{"role": "user", "content": "read"}]
+    for k in range(6):
+        items.append({"type": "function_call", "call_id": f"c{k}", "name": "f", "arguments": "{}"})
+        items.append({"type": "function_call_output", "call_id": f"c{k}", "output": big})
+    body = {"model": "m", "instructions": "Be brief.", "input": items, "store": False}
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(body), encoding="utf-8")
+    out = tmp_path / "out.json"
+    assert main(["fit", str(path), "--budget", "3000", "--output", str(out)]) == 0
+    shaped = json.loads(out.read_text(encoding="utf-8"))
+    assert list(shaped) == list(body) and shaped["instructions"] == "Be brief."
+    assert api_rejection(shaped["input"]) is None and len(shaped["input"]) < len(items)
+    assert fit(shaped["input"], budget=3000, system="Be brief.", format=FMT).report.stage == 0

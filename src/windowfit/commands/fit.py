@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import ContextOverflowError, WindowfitError
 from ..fitting import FitResult, fit
+from ..formats import DIALECTS
 from ..settings import PRESETS
 from ._io import (
     EXIT_OK,
@@ -52,7 +53,9 @@ def register(sub: Any) -> None:
         + " (default windowfit)",
     )
     add_input_limit(p)
-    p.add_argument("--format", choices=["anthropic", "openai"], help="default: detected")
+    p.add_argument(
+        "--format", choices=["anthropic", "openai", "openai-responses"], help="default: detected"
+    )
     p.add_argument("--output", help="write the shaped request here (- for standard output)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(run=run)
@@ -64,12 +67,26 @@ def request_parts(path: str, data: Any) -> tuple[list[Any], Any, Any, dict[str, 
         return data, None, None, None
     if isinstance(data, dict):
         messages = data.get("messages")
+        if messages is None and "input" in data:  # an OpenAI Responses body
+            try:
+                parts = DIALECTS["openai-responses"].read_request(data)
+            except WindowfitError as exc:
+                raise CliError(f"{path}: {exc}") from None
+            return parts.messages, parts.system, parts.tools, data
         if not isinstance(messages, list):
             raise CliError(f"{path}: a request body needs a 'messages' list")
         # Wrong shapes inside (system, tools, roles...) are fit's ConversationErrors,
         # which name the field: one line, exit 2.
         return messages, data.get("system"), data.get("tools"), data
     raise CliError(f"{path}: expected a list of messages or a request object with 'messages'")
+
+
+_RESPONSES = "openai-responses"
+
+
+def _is_responses(body: dict[str, Any] | None) -> bool:
+    """A request body of the Responses API (``input`` items, no ``messages``)."""
+    return body is not None and "messages" not in body and "input" in body
 
 
 def spans(indexes: Sequence[int]) -> str:
@@ -121,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
             system=system,
             tools=tools,
             settings=args.preset,
-            format=args.format,
+            format=args.format or (_RESPONSES if _is_responses(body) else None),
         )
     except ContextOverflowError as exc:
         if args.json:
@@ -146,6 +163,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{args.file}: {exc}") from None
     if args.output:
         shaped: Any = result.messages if body is None else {**body, "messages": result.messages}
+        if _is_responses(body):
+            assert body is not None
+            dialect = DIALECTS[_RESPONSES]
+            shaped = dialect.write_request(body, result.messages, body.get("instructions"))
         write_text(args.output, dumps_json(shaped, indent=2) + "\n")
     if args.json:
         print(dumps_json(result.report.to_dict()))

@@ -28,7 +28,8 @@ def register(sub: Any) -> None:
         help="run a local Anthropic/OpenAI-compatible server with a scripted model",
         description=(
             "Serve the Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens) "
-            "and OpenAI Chat Completions (POST /v1/chat/completions) with a scripted model "
+            "OpenAI Chat Completions (POST /v1/chat/completions) and OpenAI Responses "
+            "(POST /v1/responses) with a scripted model "
             "that enforces a context window counted with a real tokenizer. Counters at "
             "GET /_sim/stats; faults on demand with --fault or POST /_sim/faults. "
             "Anthropic clients use base_url=http://HOST:PORT, OpenAI clients "
