@@ -548,7 +548,7 @@ def test_fault_specs(spec: str, expected: Fault) -> None:
         "429:retry_after=soon",
         "500:colour=red",
         "delay=-1",
-        "500:route=gemini",
+        "500:route=bedrock",
         "429:retry_after",
     ],
 )

@@ -112,7 +112,8 @@ def _place_note(out: list[Any], spec: FormatSpec, following: str, sizer: Sizer) 
     same_side = (before.role in user_side) == (following in user_side)
     own = spec.note_as_own_message
     if own or same_side or (spec.name == "openai" and before.role != "user"):
-        role = "assistant" if before.role in user_side and following != "assistant" else "user"
+        model = spec.assistant_role
+        role = model if before.role in user_side and following != model else "user"
         note = Message(role, (Text(TRIMMED_CONVERSATION_NOTE),), "string")
         out.append(spec.to_message(note))
         return len(out) - 1, sizer.size_of(note).tokens

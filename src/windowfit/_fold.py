@@ -93,7 +93,7 @@ class Fold:
         elif self.first >= 0 and self.head_end == i and (facts.carrier or continues):
             self.head_end = i + 1  # results answering the first message stay with it
         if i >= self.head_end >= 0:
-            if role == "assistant" and not continues:
+            if role == self.spec.assistant_role and not continues:
                 self.assistants.append(i)
             elif facts.user_input:
                 # User input is a turn's start even beside tool results (typed while the

@@ -6,6 +6,9 @@
 * OpenAI (vision docs, GPT-4o class): ``detail: low`` costs 85 tokens; otherwise the image
   is fitted into 2048 x 2048, then scaled so its short side is at most 768 px, and costs
   85 + 170 per 512 px tile.
+* Gemini (token docs): Gemini 2 counts 258 tokens per 768 x 768 tile (258 for an image
+  within 384 x 384); Gemini 3 about 1,100 per image at its default media resolution. The
+  larger of the two is used, so the estimate errs high for both.
 
 Dimensions are read from the image header (PNG, GIF, WebP, JPEG) when the data is inline;
 for a URL, or an unreadable image, the rule's maximum is used, so the estimate errs high.
@@ -20,13 +23,21 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ANTHROPIC_IMAGE_MAX", "OPENAI_IMAGE_MAX", "image_size", "image_tokens"]
+__all__ = [
+    "ANTHROPIC_IMAGE_MAX",
+    "GEMINI_IMAGE_MAX",
+    "OPENAI_IMAGE_MAX",
+    "image_size",
+    "image_tokens",
+]
 
 ANTHROPIC_IMAGE_MAX = 1600
 #: The formats whose images cost by OpenAI's rule (Chat ``image_url``, Responses
 #: ``input_image``).
 _OPENAI_RULE = frozenset({"openai", "openai-responses"})
 OPENAI_IMAGE_MAX = 85 + 170 * 8  # 768 x 2048: 2 x 4 tiles
+GEMINI_IMAGE_FLOOR = 1120  # Gemini 3, media_resolution high (its default for images)
+GEMINI_IMAGE_MAX = 258 * 12  # an unreadable image: a 4K frame's 4 x 3 tiles
 
 
 def image_size(data: bytes) -> tuple[int, int] | None:
@@ -87,7 +98,7 @@ def _decode(source: Mapping[str, Any]) -> bytes | None:
 
 
 def image_tokens(source: Mapping[str, Any], provider: str, detail: str | None = None) -> int:
-    """Tokens an image costs under ``provider``'s rule ("anthropic" or "openai")."""
+    """Tokens an image costs under ``provider``'s rule ("anthropic", "openai", "gemini")."""
     data = _decode(source)
     size = image_size(data) if data else None
     if provider in _OPENAI_RULE:
@@ -101,6 +112,11 @@ def image_tokens(source: Mapping[str, Any], provider: str, detail: str | None = 
         scale = min(1.0, 768 / max(min(width, height), 1.0))
         width, height = width * scale, height * scale
         return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
+    if provider == "gemini":
+        if size is None:
+            return GEMINI_IMAGE_MAX
+        tiles = 1 if max(size) <= 384 else math.ceil(size[0] / 768) * math.ceil(size[1] / 768)
+        return max(GEMINI_IMAGE_FLOOR, 258 * tiles)
     if size is None:
         return ANTHROPIC_IMAGE_MAX
     w, h = size

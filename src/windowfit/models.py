@@ -78,6 +78,17 @@ MODEL_LIMITS: Mapping[str, ModelLimits] = MappingProxyType(
         "o1-preview": _L(128_000, 32_768),
         "o3": _L(200_000, 100_000),
         "o4-mini": _L(200_000, 100_000),
+        # Google Gemini (ai.google.dev model pages): the window is the input limit, which
+        # is what the API checks ("The input token count (N) exceeds the maximum number of
+        # tokens allowed (M)"); "gemini" alone is the fallback for a model not listed.
+        "gemini": _L(1_048_576, 8_192),
+        "gemini-1.5-flash": _L(1_048_576, 8_192),
+        "gemini-1.5-pro": _L(2_097_152, 8_192),
+        "gemini-2.0-flash": _L(1_048_576, 8_192),
+        "gemini-2.5-pro": _L(1_048_576, 65_536),
+        "gemini-2.5-flash": _L(1_048_576, 65_536),
+        "gemini-3-pro": _L(1_048_576, 65_536),
+        "gemini-3-flash": _L(1_048_576, 65_536),
         # OpenAI-compatible providers often reached through the openai SDK.
         "deepseek-chat": _L(128_000, 8_192),
         "deepseek-reasoner": _L(128_000, 64_000),

@@ -6,7 +6,8 @@
     reply = client.messages.create(model=..., max_tokens=1024, messages=history)
 
 The wrapped client has the interface of the client it wraps (``anthropic.Anthropic``,
-``anthropic.AsyncAnthropic``, ``openai.OpenAI``, ``openai.AsyncOpenAI``; the Azure,
+``anthropic.AsyncAnthropic``, ``openai.OpenAI``, ``openai.AsyncOpenAI``, and
+``google.genai.Client`` as :mod:`windowfit._wrap_gemini` says; the Azure,
 Bedrock and Vertex clients of the same packages are recognised too, untested here). These
 calls are changed, and only in what they send:
 
@@ -56,10 +57,12 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Protocol, TypeVar, cast
 
+from . import _wrap_gemini
 from .classify import ErrorInfo, ErrorKind
 from .errors import ContextOverflowError, SettingsError
 from .fitter import Fitter
 from .fitting import FitReport, FitResult
+from .formats import Usage
 from .models import ModelLimits, model_limits
 from .profiles import estimator_for, family_for_model
 from .retry import RetryPolicy, retry_call, retry_call_async
@@ -69,7 +72,7 @@ from .tokens import Estimator
 __all__ = ["Calibrator", "UsageRecord", "WrapState", "WrapStats", "place_breakpoints", "wrap"]
 
 T = TypeVar("T")
-Provider = Literal["anthropic", "openai"]
+Provider = Literal["anthropic", "openai", "gemini"]
 
 _MAX_BREAKPOINTS = 4
 _EPHEMERAL = {"type": "ephemeral"}
@@ -270,6 +273,9 @@ def _usage_numbers(provider: Provider, usage: Any) -> tuple[int, int, int, int] 
     """``(input, cache_read, cache_write, output)`` from an SDK usage object."""
     if usage is None:
         return None
+    if isinstance(usage, Usage):  # already read by the API's dialect
+        read, write = usage.cache_read_tokens, usage.cache_write_tokens
+        return usage.input_tokens, read, write, usage.output_tokens
     if provider == "anthropic":
         read = _int(usage, "cache_read_input_tokens")
         write = _int(usage, "cache_creation_input_tokens")
@@ -806,7 +812,8 @@ def _provider_of(client: Any) -> Provider:
         return "openai"
     raise TypeError(
         "windowfit.wrap takes an anthropic or openai client (anthropic.Anthropic, "
-        f"anthropic.AsyncAnthropic, openai.OpenAI, openai.AsyncOpenAI), not {type(client)!r}"
+        "anthropic.AsyncAnthropic, openai.OpenAI, openai.AsyncOpenAI) or a "
+        f"google.genai.Client, not {type(client)!r}"
     )
 
 
@@ -857,7 +864,7 @@ def wrap(
     share what it keeps between clients). The settings and counters are at
     ``wrapped.windowfit`` (a :class:`WrapState`).
     """
-    provider = _provider_of(client)
+    provider = "gemini" if _wrap_gemini.is_gemini_client(client) else _provider_of(client)
     state = WrapState(
         provider,
         budget=budget,
@@ -872,4 +879,6 @@ def wrap(
         sleep=sleep,
         fitter=fitter,
     )
+    if provider == "gemini":
+        return cast(T, _wrap_gemini.wrap_client(client, state))
     return cast(T, _Client(client, state, _is_async(client)))

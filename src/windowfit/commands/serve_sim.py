@@ -25,15 +25,16 @@ _seconds = checked_number(
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "serve-sim",
-        help="run a local Anthropic/OpenAI-compatible server with a scripted model",
+        help="run a local Anthropic/OpenAI/Gemini-compatible server with a scripted model",
         description=(
-            "Serve the Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens) "
-            "OpenAI Chat Completions (POST /v1/chat/completions) and OpenAI Responses "
-            "(POST /v1/responses) with a scripted model "
+            "Serve the Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens), "
+            "OpenAI Chat Completions (POST /v1/chat/completions), OpenAI Responses "
+            "(POST /v1/responses) and Gemini (POST /v1beta/models/MODEL:generateContent, "
+            ":streamGenerateContent) with a scripted model "
             "that enforces a context window counted with a real tokenizer. Counters at "
             "GET /_sim/stats; faults on demand with --fault or POST /_sim/faults. "
-            "Anthropic clients use base_url=http://HOST:PORT, OpenAI clients "
-            "base_url=http://HOST:PORT/v1."
+            "Anthropic and google-genai clients use base_url=http://HOST:PORT, OpenAI "
+            "clients base_url=http://HOST:PORT/v1."
         ),
     )
     p.add_argument("--port", type=_port, required=True, help="port to listen on (0: any free)")

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ..errors import ConversationError
-from . import anthropic, openai_chat, openai_responses
+from . import anthropic, gemini, openai_chat, openai_responses
 from ._common import FormatSpec
 from ._dialect import Dialect, RequestParts, Usage
 
@@ -28,17 +28,19 @@ __all__ = [
     "get_format",
 ]
 
-FormatName = Literal["anthropic", "openai", "openai-responses"]
+FormatName = Literal["anthropic", "openai", "openai-responses", "gemini"]
 
 FORMATS: dict[str, FormatSpec] = {
     "anthropic": anthropic.SPEC,
     "openai": openai_chat.SPEC,
     "openai-responses": openai_responses.SPEC,
+    "gemini": gemini.SPEC,
 }
 
 #: The whole-API dialects (request body, usage, stream events, error bodies), by name.
 DIALECTS: dict[str, Dialect] = {}
 DIALECTS[openai_responses.DIALECT.name] = openai_responses.DIALECT
+DIALECTS[gemini.DIALECT.name] = gemini.DIALECT
 
 _OPENAI_ONLY_ROLES = {"tool", "system", "developer", "function"}
 _ANTHROPIC_BLOCK_TYPES = {
@@ -61,7 +63,8 @@ def get_format(name: str) -> FormatSpec:
 
 
 def detect_format(messages: Sequence[Any], default: FormatName = "anthropic") -> FormatName:
-    """Tell Anthropic Messages from OpenAI Chat Completions by what the messages contain.
+    """Tell Anthropic Messages, OpenAI Chat Completions and Gemini contents apart by what
+    the messages contain.
 
     Messages with only plain string content look the same in both formats (and convert
     the same way), so ``default`` is returned for them. OpenAI Responses input items are
@@ -80,6 +83,8 @@ def detect_format(messages: Sequence[Any], default: FormatName = "anthropic") ->
             return "openai"
         if "tool_calls" in msg or "tool_call_id" in msg:
             return "openai"
+        if role == "model" or ("parts" in msg and "content" not in msg):
+            return "gemini"  # Gemini contents: {"role": "user" | "model", "parts": [...]}
         content = msg.get("content")
         if isinstance(content, list):
             for part in content:

@@ -44,6 +44,8 @@ class FormatSpec:
     #: The trimmed-conversation note is always a message of its own (Responses items),
     #: never appended to the head's last message.
     note_as_own_message: bool = False
+    #: The role of the model's own messages (Gemini says ``model``).
+    assistant_role: str = "assistant"
 
 
 def require_mapping(value: Any, index: int, what: str) -> Mapping[str, Any]:

@@ -2,7 +2,9 @@
 
 It speaks the Anthropic Messages API (``POST /v1/messages``,
 ``POST /v1/messages/count_tokens``) and OpenAI Chat Completions
-(``POST /v1/chat/completions``), answers with a scripted model, and behaves like the
+(``POST /v1/chat/completions``) and Gemini ``generateContent``
+(``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent``, also
+under ``/v1``; see ``_gemini``), answers with a scripted model, and behaves like the
 real services where windowfit cares:
 
 * it counts every request with a real tokenizer and refuses one that does not fit the

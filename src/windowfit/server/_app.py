@@ -36,7 +36,7 @@ from ..errors import ConversationError
 from ..formats import get_format
 from ..sizing import Sizer
 from ..tokens import Estimator
-from . import _anthropic, _openai, _responses
+from . import _anthropic, _gemini, _openai, _responses
 from ._cache import MemoEstimator, PrefixCache, Segment
 from ._config import SimConfig
 from ._errors import Provider, ProviderError, anthropic_error, default_error, openai_error
@@ -685,6 +685,9 @@ class _App:
     async def responses(self, request: Request) -> Response:
         return await self.handle(request, "openai.responses")
 
+    async def gemini(self, request: Request) -> Response:
+        return await _gemini.serve(self.state, request, request.path_params["target"], _GEMINI_HTTP)
+
     def control(self, handler: Any) -> Any:
         """``handler`` behind the API key check of the control routes."""
 
@@ -752,9 +755,14 @@ class _App:
         return _error_response(provider, error)
 
 
+_GEMINI_HTTP = _gemini.Http(_read_body, _parse_json, _json, _sse, _EventStream, _Dropped)
+
+
 def build_app(state: SimState) -> Starlette:
     app = _App(state)
     routes = [
+        Route("/v1beta/models/{target}", app.gemini, methods=["POST"]),
+        Route("/v1/models/{target}", app.gemini, methods=["POST"]),
         Route("/v1/messages", app.messages, methods=["POST"]),
         Route("/v1/messages/count_tokens", app.count_tokens, methods=["POST"]),
         Route("/v1/chat/completions", app.chat, methods=["POST"]),

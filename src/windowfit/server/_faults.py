@@ -13,7 +13,7 @@ by ``--fault SPEC`` flags, :class:`SimConfig.faults <windowfit.server.SimConfig>
 
 ``route`` restricts a fault to one kind of request: ``anthropic`` (both Anthropic routes),
 ``anthropic.messages``, ``anthropic.count_tokens``, ``openai`` (``openai.chat`` and
-``openai.responses``) or one of those two.
+``openai.responses``), ``gemini`` (``gemini.generate``, ``gemini.stream``) or one of those.
 """
 
 from __future__ import annotations
@@ -27,7 +27,14 @@ from typing import Any
 __all__ = ["ROUTES", "Fault", "FaultQueue", "fault_from_json", "parse_fault"]
 
 #: The provider routes a fault can be restricted to.
-ROUTES = ("anthropic.messages", "anthropic.count_tokens", "openai.chat", "openai.responses")
+ROUTES = (
+    "anthropic.messages",
+    "anthropic.count_tokens",
+    "openai.chat",
+    "openai.responses",
+    "gemini.generate",
+    "gemini.stream",
+)
 
 _MAX_DELAY = 600.0
 
