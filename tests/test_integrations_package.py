@@ -13,6 +13,7 @@ MODULES = {
     "pydantic_ai": ("pydantic_ai", "pydantic-ai"),
     "openai_agents": ("agents", "openai-agents"),
     "litellm": ("litellm", "litellm"),
+    "google_adk": ("google.adk", "google-adk"),
 }
 
 
