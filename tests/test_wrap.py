@@ -609,7 +609,8 @@ def test_an_unknown_model_needs_a_budget_or_a_window(sim: SimServer) -> None:
         ("gpt-4-1106-preview", ModelLimits(128_000, 4_096)),
         ("gpt-4.1-mini", ModelLimits(1_047_576, 32_768)),
         ("o3-mini", ModelLimits(200_000, 100_000)),
-        ("llama-3", None),
+        ("llama-3", ModelLimits(8_192, 4_096)),
+        ("llama", None),
         ("", None),
     ],
 )

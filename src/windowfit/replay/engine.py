@@ -45,6 +45,7 @@ from ..cache import CachePricing, PrefixCacheMeter
 from ..errors import MissingExtraError, SettingsError, TokenizerError, WindowfitError
 from ..formats._rules import PairingRule
 from ..logs import Run, read_runs
+from ..models import model_info
 from ..sizing import Sizer, default_sizer
 from ..tokens import Estimator, SeedEstimator
 from ._progress import Progress
@@ -89,9 +90,10 @@ class ReplayConfig:
     sets the budget; ``context_window`` (tokens) or ``hard_limit_factor`` (times the
     budget) the hard limit. ``tokenizer`` counts every request: a name that
     :func:`windowfit.tokenizers.load_backend` knows, ``seed`` (windowfit's estimate, no
-    tokenizer), or ``auto`` (by the run's model: DeepSeek models ``deepseek``, Claude
-    ``claude-legacy``, GPT-4 and GPT-3.5 ``cl100k``, anything else ``o200k``; ``seed``
-    with a warning when the tokenizer is not installed). ``fit_counts`` is what the
+    tokenizer), or ``auto`` (by the run's model's family in the model table: DeepSeek
+    models ``deepseek``, Claude ``claude-legacy``, GPT-4 and GPT-3.5 ``cl100k``, Mistral
+    ``tekken``, anything else ``o200k``; ``seed`` with a warning when the tokenizer is
+    not installed). ``fit_counts`` is what the
     windowfit presets count with when deciding: ``exact`` (the same tokenizer) or
     ``seed`` (windowfit's default estimate, what an unconfigured user gets).
     ``fit_limit`` tells the windowfit presets the hard limit as the model's window (so
@@ -445,19 +447,29 @@ def read_logs(
 # Tokenizers
 
 
+#: The real tokenizer that measures each tokenizer family's models (Claude 3 and later:
+#: the legacy tokenizer, the only public one; a family without a public tokenizer: o200k).
+_BACKEND_OF_FAMILY = {
+    "o200k": "o200k",
+    "cl100k": "cl100k",
+    "deepseek": "deepseek",
+    "claude": "claude-legacy",
+    "tekken": "tekken",
+}
+
+
 def tokenizer_for(run: Run, choice: str) -> str:
-    """The tokenizer name to count ``run`` with (see :class:`ReplayConfig`)."""
+    """The tokenizer name to count ``run`` with (see :class:`ReplayConfig`): for ``auto``,
+    the backend of the run's model's family in the one model table
+    (:func:`windowfit.models.model_info`), ``claude-legacy`` for Claude Code logs without
+    a model, else ``o200k``."""
     if choice != "auto":
         return choice
-    model = (run.model or "").lower()
-    if "deepseek" in model:
-        return "deepseek"
-    if "claude" in model or run.kind.startswith("claude-code"):
+    info = model_info(run.model) if run.model else None
+    if info is not None and info.family in _BACKEND_OF_FAMILY:
+        return _BACKEND_OF_FAMILY[info.family]
+    if run.kind.startswith("claude-code"):
         return "claude-legacy"
-    if model.startswith(("gpt-4o", "gpt-4.1", "gpt-5", "o1", "o3", "o4", "chatgpt")):
-        return "o200k"
-    if model.startswith(("gpt-4", "gpt-3.5")):
-        return "cl100k"
     return "o200k"
 
 
