@@ -111,6 +111,7 @@ __all__ = [
     "ClassEstimate",
     "Profile",
     "ProfileEstimator",
+    "default_estimator",
     "estimator_for",
     "family_for_model",
     "get_profile",
@@ -661,3 +662,26 @@ def estimator_for(model: str | None = None, family: str | None = None) -> Estima
                     estimator = ProfileEstimator(_PROFILES[family])
                 _ESTIMATORS[family] = estimator
     return estimator
+
+
+def default_estimator(estimator: Estimator | None = None, model: str | None = None) -> Estimator:
+    """The estimator every part of windowfit counts with, by one rule: ``estimator`` when
+    given; else the calibrated profile of ``model``'s tokenizer family
+    (:func:`estimator_for`); with neither, or for a model the table does not know,
+    ``conservative`` (at least every family's estimate). :func:`windowfit.fit`,
+    :func:`windowfit.wrap`, the agent runtime and ``windowfit tokens`` all use it. The
+    write-up's rule (the seed's ASCII/4 + CJK/1 + other/2) is only used when asked for
+    (``family="seed"``): it under-counts cl100k- and Claude-tokenized text.
+
+    Raises :class:`~windowfit.errors.SettingsError` for something that is not an
+    estimator."""
+    if estimator is not None:
+        if not callable(getattr(estimator, "estimate", None)):
+            raise SettingsError(
+                "estimator must be a windowfit Estimator (an object with estimate(text) -> int), "
+                f"not {type(estimator).__name__}"
+            )
+        return estimator
+    if model is not None and not isinstance(model, str):
+        raise SettingsError(f"model must be a model name, not {type(model).__name__}")
+    return estimator_for(model=model or None)

@@ -46,6 +46,7 @@ from ..errors import MissingExtraError, SettingsError, TokenizerError, Windowfit
 from ..formats._rules import PairingRule
 from ..logs import Run, read_runs
 from ..models import model_info
+from ..profiles import default_estimator, estimator_for
 from ..sizing import Sizer, default_sizer
 from ..tokens import Estimator, SeedEstimator
 from ._progress import Progress
@@ -53,6 +54,7 @@ from .conversation import Conversation
 from .policies import Policy, Refused, WindowfitPolicy
 
 __all__ = [
+    "FIT_COUNTS",
     "VIOLATION_KINDS",
     "LogProblem",
     "PolicyStats",
@@ -68,6 +70,9 @@ __all__ = [
     "replay_run",
     "tokenizer_for",
 ]
+
+#: What the windowfit presets may count with (``ReplayConfig.fit_counts``).
+FIT_COUNTS = ("default", "exact", "seed")
 
 VIOLATION_KINDS = ("orphan_results", "unanswered_calls", "first_message_missing")
 _VIOLATION_OF = {
@@ -94,8 +99,11 @@ class ReplayConfig:
     models ``deepseek``, Claude ``claude-legacy``, GPT-4 and GPT-3.5 ``cl100k``, Mistral
     ``tekken``, anything else ``o200k``; ``seed`` with a warning when the tokenizer is
     not installed). ``fit_counts`` is what the
-    windowfit presets count with when deciding: ``exact`` (the same tokenizer) or
-    ``seed`` (windowfit's default estimate, what an unconfigured user gets).
+    windowfit presets count with when deciding: ``default`` (what a user gets without
+    configuring anything: :func:`windowfit.default_estimator` for the run's model, its
+    family's profile, ``conservative`` when the model is unknown), ``exact`` (the same
+    tokenizer that measures) or ``seed`` (the write-up's rule). Over budget and over the
+    hard limit are always measured with ``tokenizer``.
     ``fit_limit`` tells the windowfit presets the hard limit as the model's window (so
     they send over the budget rather than refuse when only the window can hold the
     request); without it they know the budget alone. Costs are
@@ -108,7 +116,7 @@ class ReplayConfig:
     context_window: int | None = None
     hard_limit_factor: float = 2.0
     tokenizer: str = "auto"
-    fit_counts: str = "exact"
+    fit_counts: str = "default"
     fit_limit: bool = True
     pricing: CachePricing = field(default_factory=CachePricing)
     price_per_mtok: float | None = None
@@ -126,8 +134,10 @@ class ReplayConfig:
             raise SettingsError(
                 f"hard-limit factor must be at least 1, not {self.hard_limit_factor}"
             )
-        if self.fit_counts not in ("exact", "seed"):
-            raise SettingsError(f"fit_counts must be 'exact' or 'seed', not {self.fit_counts!r}")
+        if self.fit_counts not in FIT_COUNTS:
+            raise SettingsError(
+                f"fit_counts must be one of {', '.join(FIT_COUNTS)}, not {self.fit_counts!r}"
+            )
         if (
             self.budget is not None
             and self.context_window is not None
@@ -167,7 +177,13 @@ class ReplayConfig:
             limit = f"hard limit {self.context_window:,} tokens"
         else:
             limit = f"hard limit {self.hard_limit_factor:g}x the budget"
-        return f"{budget}, {limit}, counted with {self.tokenizer}"
+        fitted = {
+            "default": "windowfit counting with its default estimate (what a user gets "
+            "without configuring anything)",
+            "exact": "windowfit counting with the same tokenizer (exact counts)",
+            "seed": "windowfit counting with the write-up's rule (seed)",
+        }[self.fit_counts]
+        return f"{budget}, {limit}, measured with {self.tokenizer}; {fitted}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -624,12 +640,21 @@ def replay_run(
     )
     for policy in policies:
         if isinstance(policy, WindowfitPolicy):
-            policy.estimator = estimator if config.fit_counts == "exact" else None
+            policy.estimator = _fit_estimator(config.fit_counts, estimator, run)
             policy.limit = hard_limit if config.fit_limit else None
         stats = _replay_policy(conv, policy, points, report, on_request)
         stats.runs = 1
         report.policies[policy.label] = stats
     return report
+
+
+def _fit_estimator(choice: str, measuring: Estimator, run: Run) -> Estimator:
+    """What the windowfit presets count with (see :class:`ReplayConfig`)."""
+    if choice == "exact":
+        return measuring
+    if choice == "seed":
+        return estimator_for(family="seed")
+    return default_estimator(model=run.model)
 
 
 def _replay_policy(
