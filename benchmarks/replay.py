@@ -371,7 +371,12 @@ def _budget_table(reports: dict[float, ReplayReport]) -> Table:
     first = next(iter(reports.values()))
     presets = [p for p in first.policies if p in PRESETS]
     table = Table(
-        ["source", "budget", *(f"{p}: over limit / over budget / worst" for p in presets)]
+        [
+            "source",
+            "budget",
+            "cannot fit",
+            *(f"{p}: over limit / over budget / worst" for p in presets),
+        ]
     )
     for fraction, report in reports.items():
         kinds: dict[str, list[RunReport]] = {}
