@@ -30,6 +30,7 @@ from windowfit.server import SimConfig, SimServer
 from windowfit.sim._texts import generated_text
 from windowfit.tokenizers import load_backend
 from windowfit.tokens import Estimator
+from windowfit.wrap import wrap
 
 SYSTEM = [{"type": "text", "text": "You read books."}]
 
@@ -246,7 +247,7 @@ def test_default_wrap_on_gpt_4o_finishes_sixty_rounds_without_a_rejection() -> N
     learning was on by default, request 10 counted 133,139 tokens and was rejected.)"""
     config = SimConfig(context_window=128_000, tokenizer="o200k", tool_rounds=1_000)
     with SimServer(config) as server:
-        client = windowfit.wrap(openai.OpenAI(base_url=server.openai_url, api_key="k"))
+        client = wrap(openai.OpenAI(base_url=server.openai_url, api_key="k"))
         messages: list[Any] = [{"role": "user", "content": "Прочитай все файлы."}]
         for n in range(60):
             reply = client.chat.completions.create(
