@@ -21,9 +21,10 @@ from ..errors import ContextOverflowError, MissingExtraError, SettingsError
 from ..fitter import Fitter
 from ..fitting import FitReport
 from ..models import ModelLimits
+from ..profiles import default_estimator
 from ..settings import FitSettings
 from ..tokens import Estimator
-from ..wrap import Calibrator, UsageRecord, WrapState, _default_estimator, _Prepared
+from ..wrap import Calibrator, UsageRecord, WrapState, _Prepared
 
 __all__ = ["Fitted", "Shaper", "require"]
 
@@ -157,7 +158,7 @@ class Shaper:
                 tools=list(tools) if tools else None,
                 settings=state.settings,
                 format=format,
-                estimator=state.estimator or _default_estimator(name),
+                estimator=default_estimator(state.estimator, name),
                 limit=limit,
             )
         except ContextOverflowError:
