@@ -57,7 +57,7 @@ debian:
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,tokenizers,sdk,gemini,server,proxy,peers,plot]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,tokenizers,sdk,gemini,server,proxy,peers,plot,integrations]'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(TOKENIZER_DATA)
 	touch $(STAMP)
 

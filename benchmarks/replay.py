@@ -6,7 +6,9 @@ Run:  .venv/bin/python benchmarks/replay.py            (writes benchmarks/REPLAY
       .venv/bin/python benchmarks/replay.py --jobs 1 --out -      (print instead)
 
 Each fraction is the same as ``windowfit replay ../shared/data/trajectories
---budget-fraction F --hard-limit-factor 2`` (tokens counted with ``--tokenizer auto``).
+--budget-fraction F --hard-limit-factor 2`` (tokens counted with ``--tokenizer auto``;
+windowfit's presets count with the default estimate, ``--fit-counts default``, unless
+``--fit-counts`` says otherwise).
 Files are replayed in parallel worker processes (``--jobs``); the figures do not depend
 on it. Prints the timing; asserts nothing.
 """
@@ -58,8 +60,14 @@ def _log_files(root: Path) -> list[Path]:
     return sorted(files, key=lambda p: -p.stat().st_size)
 
 
+def _config(fraction: float, fit_counts: str) -> ReplayConfig:
+    return ReplayConfig(
+        budget_fraction=fraction, hard_limit_factor=HARD_LIMIT_FACTOR, fit_counts=fit_counts
+    )
+
+
 def _replay_file(
-    path: str, fractions: Sequence[float], policies: str | None
+    path: str, fractions: Sequence[float], policies: str | None, fit_counts: str = "default"
 ) -> tuple[str, dict[float, list[RunReport]], list[LogProblem], list[str], float]:
     """Worker: replay one file at every fraction (series dropped to keep results small)."""
     start = time.perf_counter()
@@ -67,8 +75,7 @@ def _replay_file(
     chosen = parse_policies(policies)
     out: dict[float, list[RunReport]] = {}
     for fraction in fractions:
-        config = ReplayConfig(budget_fraction=fraction, hard_limit_factor=HARD_LIMIT_FACTOR)
-        report = replay(runs, chosen, config)
+        report = replay(runs, chosen, _config(fraction, fit_counts))
         for run in report.runs:
             run.series = {}
         out[fraction] = report.runs
@@ -76,7 +83,11 @@ def _replay_file(
 
 
 def run_all(
-    root: Path, fractions: Sequence[float], jobs: int, policies: str | None
+    root: Path,
+    fractions: Sequence[float],
+    jobs: int,
+    policies: str | None,
+    fit_counts: str = "default",
 ) -> tuple[dict[float, ReplayReport], float]:
     files = _log_files(root)
     started = time.perf_counter()
@@ -92,13 +103,15 @@ def run_all(
 
     if jobs > 1:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_replay_file, str(f), fractions, policies) for f in files]
+            futures = [
+                pool.submit(_replay_file, str(f), fractions, policies, fit_counts) for f in files
+            ]
             for done, future in enumerate(futures, 1):
                 results.append(future.result())
                 progress(done)
     else:
         for done, f in enumerate(files, 1):
-            results.append(_replay_file(str(f), fractions, policies))
+            results.append(_replay_file(str(f), fractions, policies, fit_counts))
             progress(done)
     if terminal:
         print(file=sys.stderr)
@@ -110,7 +123,7 @@ def run_all(
     settings = {p.label: {"describe": p.describe(), **p.settings()} for p in chosen}
     reports = {}
     for fraction in fractions:
-        config = ReplayConfig(budget_fraction=fraction, hard_limit_factor=HARD_LIMIT_FACTOR)
+        config = _config(fraction, fit_counts)
         runs = [run for r in results for run in r[1][fraction]]
         problems = [p for r in results for p in r[2]]
         reports[fraction] = ReplayReport(config, labels, runs, problems, settings)
@@ -345,6 +358,57 @@ def _notes(reports: dict[float, ReplayReport]) -> list[str]:
     return notes
 
 
+_FIT_COUNTS_NOTE = {
+    "default": "windowfit's presets count with the estimate a user gets by default "
+    "(`windowfit.default_estimator`: the run's model family's profile, `conservative` "
+    "when the model is unknown), not with the tokenizer that measures.",
+    "exact": "windowfit's presets count with the tokenizer that measures (exact counts).",
+    "seed": "windowfit's presets count with the write-up's rule (seed).",
+}
+
+
+def _budget_table(reports: dict[float, ReplayReport]) -> Table:
+    first = next(iter(reports.values()))
+    presets = [p for p in first.policies if p in PRESETS]
+    table = Table(
+        [
+            "source",
+            "budget",
+            "cannot fit",
+            *(f"{p}: over limit / over budget / worst" for p in presets),
+        ]
+    )
+    for fraction, report in reports.items():
+        kinds: dict[str, list[RunReport]] = {}
+        for run in report.runs:
+            kinds.setdefault(run.kind, []).append(run)
+        order = [k for k in SOURCE_ORDER if k in kinds] + [
+            k for k in kinds if k not in SOURCE_ORDER
+        ]
+        for kind in order:
+            calls = sum(run.requests for run in kinds[kind])
+            unfittable = sum(run.unfittable for run in kinds[kind])
+            cells = [
+                SOURCE_NAMES.get(kind, kind),
+                f"{fraction:.0%}",
+                f"{unfittable / calls:.2%}" if calls else "-",
+            ]
+            for preset in presets:
+                over_limit = over_budget = sent = 0
+                worst = 0.0
+                for run in kinds[kind]:
+                    stats = run.policies[preset]
+                    over_limit += stats.rejected
+                    over_budget += stats.over_budget
+                    sent += stats.sent
+                    if run.budget:
+                        worst = max(worst, stats.peak_tokens / run.budget)
+                share = over_budget / sent if sent else 0.0
+                cells.append(f"{over_limit} / {share:.2%} / {worst:.3f}x")
+            table.add(cells)
+    return table
+
+
 def markdown(reports: dict[float, ReplayReport], elapsed: float, jobs: int, command: str) -> str:
     first = next(iter(reports.values()))
     runs = first.runs
@@ -366,7 +430,19 @@ def markdown(reports: dict[float, ReplayReport], elapsed: float, jobs: int, comm
         "",
         "Each budget is the same as `windowfit replay ../shared/data/trajectories "
         "--budget-fraction F --hard-limit-factor 2` with the policies below (defaults: "
-        "`--tokenizer auto --fit-counts exact`, cache reads 0.1x, writes 1.25x).",
+        f"`--tokenizer auto --fit-counts {first.config.fit_counts}`, cache reads 0.1x, "
+        "writes 1.25x). " + _FIT_COUNTS_NOTE[first.config.fit_counts],
+        "",
+        "## windowfit's presets against the budget, by the real tokenizer",
+        "",
+        "Per preset: requests over the hard limit (the provider would reject them), the "
+        "share of requests sent over the budget, and the worst request's size over its "
+        "run's budget; sizes counted with the real tokenizer (`--tokenizer auto`). "
+        "*Cannot fit*: the share of requests whose first message and latest tool round "
+        "alone are over the budget; windowfit sends those over the budget, within the hard "
+        "limit (`--fit-limit`), rather than refuse them, so they count as over budget.",
+        "",
+        _budget_table(reports).markdown(),
         "",
         f"Wall time: {elapsed:.0f} s for {len(reports)} budgets with {jobs} worker "
         f"process(es) on {os.cpu_count()} CPU(s), Python {platform.python_version()}.",
@@ -534,13 +610,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         + ", ".join(VARIANTS)
         + ")",
     )
+    parser.add_argument(
+        "--fit-counts",
+        choices=["default", "exact", "seed"],
+        default="default",
+        help="what windowfit's presets count with (as windowfit replay --fit-counts)",
+    )
     args = parser.parse_args(argv)
     if not args.data.exists():
         print(f"no data at {args.data}", file=sys.stderr)
         return 2
     fractions = tuple(float(f) for f in args.fractions.split(","))
     policies = args.policies or ",".join([*available_policies(), *VARIANTS])
-    reports, elapsed = run_all(args.data, fractions, max(1, args.jobs), policies)
+    reports, elapsed = run_all(args.data, fractions, max(1, args.jobs), policies, args.fit_counts)
     given = " ".join(sys.argv[1:]) if argv is None else " ".join(argv)
     command = ".venv/bin/python benchmarks/replay.py" + (f" {given}" if given else "")
     text = markdown(reports, elapsed, max(1, args.jobs), command)

@@ -315,7 +315,8 @@ def test_requests_are_fitted_and_the_saved_history_is_not(workspace: Path) -> No
 
     model.respond = spy  # type: ignore[method-assign]
     budget = 2_000
-    runtime = Runtime(model, workspace=workspace, budget=budget, max_depth=0)
+    seed = SeedEstimator()  # the provider's own count: the clearing below is exact
+    runtime = Runtime(model, workspace=workspace, budget=budget, max_depth=0, estimator=seed)
     result = run(runtime.run(reader_instruction(files)))
     assert result.finished and result.answer.startswith("I went through 6 of the 6 files.")
     assert all(r.estimate is not None and r.estimate <= budget for r in seen)
@@ -515,3 +516,43 @@ def test_a_failing_event_hook_does_not_stop_the_loop(workspace: Path) -> None:
 
     result = run(Runtime(Script([text("fine")]), workspace=workspace, on_event=hook).run("hi"))
     assert result.finished and result.answer == "fine"
+
+
+# --------------------------------------------------------------------------------------
+# Learning and recovery from the provider's overflow
+
+
+class _Undercount(SeedEstimator):
+    """The seed rule times 0.6: an estimate that errs low, so the provider has the last
+    word (the simulated provider counts with the seed rule itself)."""
+
+    name = "undercount"
+
+    def estimate(self, text: str) -> int:
+        return int(super().estimate(text) * 0.6)
+
+
+@pytest.mark.parametrize("learn", [True, False], ids=["learning", "learning-off"])
+def test_an_overflowing_request_is_fitted_again_and_sent_once(workspace: Path, learn: bool) -> None:
+    files = [f"docs/f{k}.txt" for k in range(1, 7)]
+    model = SimulatedProvider(Reader(), tokenizer=SeedEstimator(), hard_limit=2_000)
+    runtime = Runtime(
+        model,
+        workspace=workspace,
+        budget=2_000,
+        max_depth=0,
+        estimator=_Undercount(),
+        learn=learn,
+    )
+    result = run(runtime.run(reader_instruction(files)))
+    assert result.finished
+    log = model.total().log
+    rejected = [i for i, r in enumerate(log) if r.rejected]
+    # The estimate errs low: without learning the provider refuses (learning from the
+    # first answers' usage prevents that).
+    assert bool(rejected) is not learn
+    for i in rejected:  # ... and each refusal was followed by one smaller, accepted request
+        assert not log[i + 1].rejected and log[i + 1].tokens < log[i].tokens
+    assert result.stats.rejected == len(rejected) and result.stats.requests == len(log)
+    learner = getattr(runtime.shaper, "learner", None)
+    assert (learner is not None and learner.observations > 0) is learn

@@ -13,10 +13,20 @@ from windowfit import (
     ContextOverflowError,
     ConversationError,
     SettingsError,
-    fit,
+    estimator_for,
 )
+from windowfit import fit as windowfit_fit
 
 from conversations import check_valid_request, is_note
+
+#: These tests size their conversations by the write-up's rule (ASCII/4), so they count
+#: with it; what fit counts with by default is tested at the end.
+SEED = estimator_for(family="seed")
+
+
+def fit(messages: Any, **options: Any) -> Any:
+    options.setdefault("estimator", SEED)
+    return windowfit_fit(messages, **options)
 
 
 def _round(i: int, size: int, fmt: str = "anthropic") -> list[dict[str, Any]]:
@@ -306,3 +316,34 @@ def test_clearing_that_cannot_reach_the_mark_hands_over_to_the_cut() -> None:
     assert (1, True) in stages
     first_exhausted = stages.index((1, True))
     assert any(stage == 3 for stage, _ in stages[first_exhausted:])
+
+
+@pytest.mark.parametrize(
+    ("model", "family"),
+    [
+        (None, "conservative"),
+        ("gpt-4o", "o200k"),
+        ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", "claude"),
+        ("some-new-model", "conservative"),
+    ],
+)
+def test_fit_counts_with_the_models_family_and_conservative_without_one(
+    model: str | None, family: str
+) -> None:
+    messages = [{"role": "user", "content": "Прочитай это, пожалуйста: " + "слово " * 500}]
+    expected = windowfit_fit(messages, budget=100_000, estimator=estimator_for(family=family))
+    got = windowfit_fit(messages, budget=100_000, model=model)
+    assert got.report.tokens_before == expected.report.tokens_before
+    seed = windowfit_fit(messages, budget=100_000, estimator=SEED).report.tokens_before
+    assert (got.report.tokens_before == seed) is False
+
+
+def test_an_estimator_given_wins_over_the_model() -> None:
+    messages = [{"role": "user", "content": "x" * 4_000}]
+    got = windowfit_fit(messages, budget=100_000, model="gpt-4o", estimator=SEED)
+    assert (
+        got.report.tokens_before
+        == windowfit_fit(messages, budget=100_000, estimator=SEED).report.tokens_before
+    )
+    with pytest.raises(SettingsError, match="model must be a model name"):
+        windowfit_fit(messages, budget=100_000, model=42)  # type: ignore[arg-type]

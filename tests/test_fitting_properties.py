@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from windowfit import ContextOverflowError, FitResult, FitSettings, fit
+from windowfit import ContextOverflowError, FitResult, FitSettings, default_estimator, fit
 from windowfit.formats import get_format
 from windowfit.sizing import Sizer
 
@@ -28,7 +28,7 @@ PRESETS = ["windowfit", "seed", "windowfit-lean"]
 
 def _results(fmt: str, messages: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
     """(call id, tokens, cleared tokens) of every tool result, oldest first."""
-    sizer = Sizer(provider=fmt)
+    sizer = Sizer(default_estimator(), provider=fmt)  # what fit counts with by default
     spec = get_format(fmt)
     out = []
     for i, m in enumerate(messages):

@@ -212,7 +212,9 @@ def test_breaks_refusals_and_intact_share_by_hand() -> None:
     conv = _conv(run)
     s = [size.tokens for size in conv.sizes]
     f = conv.fixed
-    report = replay_run(run, [_ClearFirstAtLast()], ReplayConfig(budget=10**6, tokenizer="seed"))
+    report = replay_run(
+        run, [_ClearFirstAtLast()], ReplayConfig(budget=10**6, tokenizer="seed", fit_counts="exact")
+    )
     stats = report.policies["test-double"]
     cleared = conv.size_of(conv.replaced(2, {"c0": "gone"}, tag="test-double"))
     # Request 1 writes everything; request 2 is refused (not sent, the cache untouched);
@@ -247,7 +249,7 @@ def test_a_change_near_the_start_resends_the_rest() -> None:
     conv = _conv(run)
     s = [size.tokens for size in conv.sizes]
     cleared = conv.size_of(conv.replaced(2, {"c0": "gone"}, tag="changes"))
-    config = ReplayConfig(budget=10**6, tokenizer="seed")
+    config = ReplayConfig(budget=10**6, tokenizer="seed", fit_counts="exact")
     stats = replay_run(run, [_Changes()], config).policies["changes"]
     assert stats.breaks == 1  # request 3; request 4 starts with the whole of request 3
     assert stats.resent_tokens == cleared + s[3] + s[4]
@@ -583,7 +585,9 @@ def test_policies_are_pure_functions_of_the_request(fmt: str, name: str) -> None
 
 def test_replay_of_every_policy_keeps_windowfit_valid() -> None:
     runs = [_run(_purity_messages(fmt), fmt, kind=f"hand-{fmt}") for fmt in FORMATS]
-    report = replay(runs, parse_policies(None), ReplayConfig(budget=5000, tokenizer="seed"))
+    report = replay(
+        runs, parse_policies(None), ReplayConfig(budget=5000, tokenizer="seed", fit_counts="exact")
+    )
     totals = report.totals()
     for name in PRESETS:
         assert totals[name].violations == 0 and totals[name].rejected == 0
@@ -602,16 +606,20 @@ def test_unfittable_requests_and_runs_without_calls() -> None:
     head = conv.fixed + conv.prefix[1]
     budget = head + conv.prefix[5] - conv.prefix[3] - 1  # round 1 plus the head: 1 over
     policies = parse_policies("windowfit,raw")
-    report = replay_run(run, policies, ReplayConfig(budget=budget, tokenizer="seed"))
+    report = replay_run(
+        run, policies, ReplayConfig(budget=budget, tokenizer="seed", fit_counts="exact")
+    )
     assert report.head == head
     assert report.unfittable == 1  # the request that ends with round 1's result
     told = report.policies["windowfit"]  # it knows the hard limit: sent over the budget
     assert (told.refused, told.over_budget, told.rejected) == (0, 1, 0)
-    alone = ReplayConfig(budget=budget, tokenizer="seed", fit_limit=False)
+    alone = ReplayConfig(budget=budget, tokenizer="seed", fit_limit=False, fit_counts="exact")
     refused = replay_run(run, policies, alone).policies["windowfit"]
     assert (refused.refused, refused.over_budget) == (1, 0)
     assert report.policies["raw"].refused == 0
     empty = _run([{"role": "user", "content": "hello"}], "openai")
-    nothing = replay_run(empty, parse_policies("windowfit"), ReplayConfig(tokenizer="seed"))
+    nothing = replay_run(
+        empty, parse_policies("windowfit"), ReplayConfig(tokenizer="seed", fit_counts="exact")
+    )
     assert nothing.requests == 0 and nothing.policies["windowfit"].to_dict()["requests"] == 0
     assert nothing.policies["windowfit"].visible_mean is None

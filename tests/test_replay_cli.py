@@ -75,7 +75,7 @@ def _run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, 
     return code, out, err
 
 
-SEED = ("--tokenizer", "seed", "--no-progress")
+SEED = ("--tokenizer", "seed", "--fit-counts", "exact", "--no-progress")
 
 
 # --------------------------------------------------------------------------------------
@@ -417,3 +417,22 @@ def test_the_plot_says_which_runs_it_draws_and_why(tmp_path: Path) -> None:
     text = caption(report, chosen)
     assert "the 1 runs with the most model calls (of 2)" in text
     assert "one line style per policy" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ((), "its default estimate (what a user gets without configuring anything)"),
+        (("--fit-counts", "exact"), "the same tokenizer (exact counts)"),
+        (("--fit-counts", "seed"), "the write-up's rule (seed)"),
+    ],
+)
+def test_the_output_says_what_windowfit_counted_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], said: str
+) -> None:
+    path = _good(tmp_path)
+    code, out, err = _run_cli(
+        capsys, str(path), "--budget", "2000", "--tokenizer", "seed", "--no-progress", *args
+    )
+    assert code == 0, err
+    assert said in " ".join(out.split())

@@ -35,7 +35,8 @@ def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict[str, Any]
 @pytest.mark.parametrize(
     ("args", "family"),
     [
-        ([], "seed"),
+        ([], "conservative"),
+        (["--family", "seed"], "seed"),
         (["--family", "o200k"], "o200k"),
         (["--family", "claude"], "claude"),
         (["--family", "conservative"], "conservative"),
@@ -94,7 +95,8 @@ def test_json_has_the_real_count_of_every_installed_tokenizer(
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        ([], ["ascii", "cjk", "seed rule: ASCII/4"]),
+        (["--family", "seed"], ["ascii", "cjk", "seed rule: ASCII/4"]),
+        ([], ["cyrillic", "han", "family conservative"]),
         (["--family", "tekken"], ["cyrillic", "han", "emoji", "calibrated tekken profile"]),
         (["--model", "deepseek-chat"], ["model deepseek-chat -> family deepseek", "framing"]),
     ],

@@ -405,7 +405,10 @@ def test_streaming_through_the_wrapper_is_fitted_retried_and_measured(
     sim: SimServer, provider: str, mode: str, helper: bool
 ) -> None:
     records: list[UsageRecord] = []
-    client = make(provider, mode, sim, on_usage=records.append)
+    # Counted with the write-up's rule, which clears the chapters (stage 1) here; the
+    # default (conservative, for this unknown model) counts more and cuts instead.
+    seed = windowfit.estimator_for(family="seed")
+    client = make(provider, mode, sim, on_usage=records.append, estimator=seed)
     sim.add_faults([OVERLOADED[provider]])  # refused before the stream starts: retried
     text = asyncio.run(stream_text(client, provider, mode, helper, long_history(provider)))
     assert text == "Done: I read 14 tool results."
@@ -453,7 +456,7 @@ def test_usage_with_cache_fields_flows_into_calibration(
         assert estimated == record.estimated
         assert record.cache_read_tokens == entry["cache_read"]
         assert record.cache_write_tokens == entry["cache_write"]
-        assert 0.5 < record.ratio <= 1.0  # the script rule errs high, not far
+        assert 0.3 < record.ratio <= 1.0  # conservative (an unknown model) errs high
     # From the second request on, the conversation's prefix is read from the cache.
     assert all(r.cache_read_tokens > 0 for r in records[1:])
     if provider == "anthropic":
@@ -609,7 +612,8 @@ def test_an_unknown_model_needs_a_budget_or_a_window(sim: SimServer) -> None:
         ("gpt-4-1106-preview", ModelLimits(128_000, 4_096)),
         ("gpt-4.1-mini", ModelLimits(1_047_576, 32_768)),
         ("o3-mini", ModelLimits(200_000, 100_000)),
-        ("llama-3", None),
+        ("llama-3", ModelLimits(8_192, 4_096)),
+        ("llama", None),
         ("", None),
     ],
 )

@@ -31,7 +31,14 @@ if TYPE_CHECKING:
         add_safety_net_to_messages,
     )
     from .models import ModelLimits, model_limits
-    from .profiles import FAMILIES, Profile, ProfileEstimator, estimator_for, family_for_model
+    from .profiles import (
+        FAMILIES,
+        Profile,
+        ProfileEstimator,
+        default_estimator,
+        estimator_for,
+        family_for_model,
+    )
     from .retry import RetryPolicy, retry_call, retry_call_async
     from .settings import PRESETS, FitSettings
     from .sizing import Sizer
@@ -71,6 +78,7 @@ _LAZY: dict[str, str] = {
     "breakdown": ".tokens",
     "classify_error": ".classify",
     "detect_format": ".formats",
+    "default_estimator": ".profiles",
     "estimate_tokens": ".tokens",
     "estimator_for": ".profiles",
     "family_for_model": ".profiles",
@@ -138,6 +146,7 @@ __all__ = [
     "add_safety_net_to_messages",
     "breakdown",
     "classify_error",
+    "default_estimator",
     "detect_format",
     "estimate_tokens",
     "estimator_for",

@@ -23,12 +23,12 @@ from typing import Any
 from .errors import ContextOverflowError
 from .fitting import FitResult
 from .formats import openai_responses as fmt
+from .profiles import default_estimator
 from .sizing import Sizer
 from .wrap import (
     WrapState,
     _Api,
     _AsyncStreamManager,
-    _default_estimator,
     _field,
     _given,
     _Passthrough,
@@ -97,7 +97,7 @@ class _ResponsesApi:
         system = instructions if isinstance(instructions, str) else None
         tools: Any = kwargs.get("tools")
         tools = _to_plain(list(tools)) if _given(tools) else None
-        estimator = state.estimator or _default_estimator(model_name)
+        estimator = default_estimator(state.estimator, model_name)
         lead: list[Any] = []
         lead_tokens = 0
         if _given(kwargs.get("previous_response_id")):

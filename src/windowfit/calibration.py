@@ -196,6 +196,39 @@ class UsageCalibrator:
         ``budget`` (see :meth:`Correction.budget_for`)."""
         return self._correction.budget_for(budget)
 
+    def state(self) -> dict[str, Any]:
+        """What was learned, as JSON-serialisable data (:meth:`load_state` reads it back):
+        the observations in the windows, the correction and the count."""
+        with self._lock:
+            return {
+                "history": [list(pair) for pair in self._history],
+                "growth": [list(pair) for pair in self._growth],
+                "factor": self._correction.factor,
+                "offset": self._correction.offset,
+                "observations": self._observations,
+            }
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`state`'s data (kept by another process, say). Data that is
+        not what :meth:`state` writes raises :class:`~windowfit.errors.SettingsError`."""
+        try:
+            history = [(int(e), int(p)) for e, p in state["history"]]
+            growth = [(int(e), int(p)) for e, p in state["growth"]]
+            factor = float(state["factor"])
+            offset = int(state["offset"])
+            observations = int(state["observations"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SettingsError(f"not a calibrator's state: {exc}") from None
+        if not (math.isfinite(factor) and self.min_factor <= factor <= self.max_factor):
+            raise SettingsError(f"a calibrator's factor must be within its bounds, not {factor}")
+        if offset < 0 or observations < 0:
+            raise SettingsError("a calibrator's offset and count must not be negative")
+        with self._lock:
+            self._history = deque(history, maxlen=self.window)
+            self._growth = deque(growth, maxlen=4 * self.window)
+            self._correction = Correction(factor, offset)
+            self._observations = observations
+
     def reset(self) -> None:
         """Forget everything (a new conversation)."""
         with self._lock:

@@ -42,15 +42,13 @@ from .formats._rules import PairingRule, Problem
 from .instructions import TRIMMED_CONVERSATION_NOTE
 from .settings import FitSettings
 from .sizing import BLOCK_OVERHEAD, MESSAGE_OVERHEAD, Sizer
-from .tokens import Estimator, SeedEstimator
+from .tokens import Estimator
 
 __all__ = ["DEFAULT_MAX_BYTES", "Fitter"]
 
 #: What a Fitter keeps, at most, by default: 32 MiB (folds of about forty 2,000-message
 #: conversations).
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
-
-_SEED = SeedEstimator()
 
 
 @dataclass
@@ -122,13 +120,14 @@ class Fitter:
         format: str | None = None,
         estimator: Estimator | None = None,
         limit: int | None = None,
+        model: str | None = None,
     ) -> FitResult:
         """Shape ``messages`` to ``budget``; the arguments and answer of :func:`windowfit.fit`."""
         _check_number("budget", budget)
         if limit is not None:
             _check_number("limit", limit)
         fitting = _settings(settings)
-        estimator = _estimator(estimator)
+        estimator = _estimator(estimator, model)
         if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
             raise ConversationError(f"messages must be a list, not {describe(messages)}")
         if not messages:
@@ -324,12 +323,14 @@ def _settings(settings: Any) -> FitSettings:
     return settings
 
 
-def _estimator(estimator: Any) -> Estimator:
-    if estimator is None:
-        return _SEED
-    if not callable(getattr(estimator, "estimate", None)):
+def _estimator(estimator: Any, model: Any) -> Estimator:
+    if estimator is not None and not callable(getattr(estimator, "estimate", None)):
         raise SettingsError(
             "estimator must be a windowfit Estimator (an object with estimate(text) -> int), "
             f"not {describe(estimator)}"
         )
-    return estimator  # type: ignore[no-any-return]
+    if model is not None and not isinstance(model, str):
+        raise SettingsError(f"model must be a model name, not {describe(model)}")
+    from .profiles import default_estimator
+
+    return default_estimator(estimator, model)

@@ -114,6 +114,7 @@ def fit(
     format: str | None = None,
     estimator: Estimator | None = None,
     limit: int | None = None,
+    model: str | None = None,
 ) -> FitResult:
     """Shape ``messages`` so that the request fits ``budget`` tokens (estimated).
 
@@ -121,6 +122,12 @@ def fit(
     pass ``format="anthropic"`` or ``"openai"`` to choose). ``system`` and ``tools`` are
     counted against the budget and never changed. The input is never modified: the
     result holds a new list whose unchanged messages are the very objects given.
+
+    **Counting.** ``estimator`` counts the tokens when given; else ``model`` (a model name,
+    in any form the model table knows: :mod:`windowfit.models`) picks its tokenizer
+    family's calibrated profile; with neither, ``conservative`` counts (at least every
+    family's estimate, :func:`windowfit.default_estimator`). The write-up's rule is
+    ``estimator=estimator_for(family="seed")``.
 
     ``limit`` is the model's hard context window, when known (the budget is windowfit's
     own, lower limit). When nothing fits the budget but the request can be fitted to the
@@ -146,6 +153,7 @@ def fit(
         format=format,
         estimator=estimator,
         limit=limit,
+        model=model,
     )
 
 

@@ -85,7 +85,6 @@ measured from the providers' counts and is 0 for the families without such data.
 from __future__ import annotations
 
 import math
-import re
 import struct
 import sys
 import threading
@@ -99,6 +98,7 @@ from types import MappingProxyType
 
 from . import _profile_table
 from .errors import SettingsError
+from .models import model_info
 from .tokens import Estimator, SeedEstimator
 
 __all__ = [
@@ -111,6 +111,7 @@ __all__ = [
     "ClassEstimate",
     "Profile",
     "ProfileEstimator",
+    "default_estimator",
     "estimator_for",
     "family_for_model",
     "get_profile",
@@ -634,79 +635,15 @@ def get_profile(family: str) -> Profile:
 # Models to families
 # ----------------------------------------------------------------------------------------
 
-#: Exact model names (lowercase), as tiktoken's ``MODEL_TO_ENCODING``.
-MODEL_TO_FAMILY: Mapping[str, str] = MappingProxyType(
-    {
-        "gpt-4": "cl100k",
-        "gpt-3.5-turbo": "cl100k",
-        "gpt-3.5": "cl100k",
-        "gpt-35-turbo": "cl100k",
-        "text-embedding-ada-002": "cl100k",
-        "text-embedding-3-small": "cl100k",
-        "text-embedding-3-large": "cl100k",
-        "gpt-4o": "o200k",
-        "o1": "o200k",
-        "o3": "o200k",
-        "o4-mini": "o200k",
-        "deepseek-chat": "deepseek",
-        "deepseek-reasoner": "deepseek",
-        "codestral-latest": "tekken",
-        "open-mistral-nemo": "tekken",
-    }
-)
-
-#: Model name prefixes (lowercase), tried in order, as tiktoken's ``MODEL_PREFIX_TO_ENCODING``.
-MODEL_PREFIX_TO_FAMILY: tuple[tuple[str, str], ...] = (
-    ("gpt-4o", "o200k"),
-    ("chatgpt-4o", "o200k"),
-    ("gpt-4.1", "o200k"),
-    ("gpt-4.5", "o200k"),
-    ("gpt-5", "o200k"),
-    ("gpt-oss", "o200k"),
-    ("o1-", "o200k"),
-    ("o3-", "o200k"),
-    ("o4-", "o200k"),
-    ("codex-", "o200k"),
-    ("gpt-4-", "cl100k"),
-    ("gpt-3.5-turbo-", "cl100k"),
-    ("gpt-35-turbo-", "cl100k"),
-    ("ft:gpt-4o", "o200k"),
-    ("ft:gpt-4", "cl100k"),
-    ("ft:gpt-3.5-turbo", "cl100k"),
-    ("claude-", "claude"),
-    ("deepseek-", "deepseek"),
-    ("mistral-large", "tekken"),
-    ("mistral-small", "tekken"),
-    ("mistral-medium", "tekken"),
-    ("open-mistral-nemo", "tekken"),
-    ("codestral", "tekken"),
-    ("ministral", "tekken"),
-    ("pixtral", "tekken"),
-    ("magistral", "tekken"),
-    ("devstral", "tekken"),
-)
-
-# "anthropic/claude-...", "openrouter/deepseek/deepseek-chat", Bedrock's
-# "us.anthropic.claude-...-v1:0", Vertex's "claude-...@20240620".
-_ROUTE = re.compile(r"^(?:[a-z]{2,4}\.)?(?:anthropic|mistral|deepseek|openai)\.")
-
 
 def family_for_model(model: str) -> str:
-    """The tokenizer family of ``model``: exact names first, then prefixes (as
-    tiktoken's ``encoding_for_model``); ``"conservative"`` for a model not known.
-
-    Provider routes are looked through: ``anthropic/claude-sonnet-4-5``,
-    ``openrouter/deepseek/deepseek-chat``, ``us.anthropic.claude-3-5-sonnet-...-v1:0``.
-    """
-    name = model.strip().lower().rsplit("/", 1)[-1]
-    name = _ROUTE.sub("", name)
-    family = MODEL_TO_FAMILY.get(name)
-    if family is not None:
-        return family
-    for prefix, family in MODEL_PREFIX_TO_FAMILY:
-        if name.startswith(prefix):
-            return family
-    return "conservative"
+    """The tokenizer family of ``model``, from the one model table
+    (:func:`windowfit.models.model_info`: routes, cloud forms and dated suffixes are looked
+    through, ``anthropic/claude-sonnet-4-5``, ``us.anthropic.claude-3-5-sonnet-...-v1:0``,
+    ``openrouter/deepseek/deepseek-chat``); ``"conservative"`` for a model it does not
+    know, or whose tokenizer has no profile."""
+    info = model_info(model) if isinstance(model, str) else None
+    return "conservative" if info is None else info.family
 
 
 _ESTIMATORS: dict[str, Estimator] = {}
@@ -739,3 +676,26 @@ def estimator_for(model: str | None = None, family: str | None = None) -> Estima
                     estimator = ProfileEstimator(_PROFILES[family])
                 _ESTIMATORS[family] = estimator
     return estimator
+
+
+def default_estimator(estimator: Estimator | None = None, model: str | None = None) -> Estimator:
+    """The estimator every part of windowfit counts with, by one rule: ``estimator`` when
+    given; else the calibrated profile of ``model``'s tokenizer family
+    (:func:`estimator_for`); with neither, or for a model the table does not know,
+    ``conservative`` (at least every family's estimate). :func:`windowfit.fit`,
+    :func:`windowfit.wrap`, the agent runtime and ``windowfit tokens`` all use it. The
+    write-up's rule (the seed's ASCII/4 + CJK/1 + other/2) is only used when asked for
+    (``family="seed"``): it under-counts cl100k- and Claude-tokenized text.
+
+    Raises :class:`~windowfit.errors.SettingsError` for something that is not an
+    estimator."""
+    if estimator is not None:
+        if not callable(getattr(estimator, "estimate", None)):
+            raise SettingsError(
+                "estimator must be a windowfit Estimator (an object with estimate(text) -> int), "
+                f"not {type(estimator).__name__}"
+            )
+        return estimator
+    if model is not None and not isinstance(model, str):
+        raise SettingsError(f"model must be a model name, not {type(model).__name__}")
+    return estimator_for(model=model or None)

@@ -27,13 +27,19 @@ calls are changed, and only in what they send:
   2. **send**, retrying what is worth retrying (:mod:`windowfit.retry`): rate limits,
      overload (Anthropic 529), server errors, timeouts and dropped connections, with
      backoff that honours ``retry-after``. The SDK's own retries are switched off
-     (``with_options(max_retries=0)``), so the two never multiply. A context overflow
-     from the provider becomes :class:`~windowfit.ContextOverflowError` (``str()`` is the
+     (``with_options(max_retries=0)``), so the two never multiply. Other refusals
+     (400, 401, ...) are raised as the SDK raised them, at once.
+  3. **recover** from the provider's context overflow: the same request is never sent
+     again. What the error states (the provider's count; else its limit; else a safe
+     margin) is learned, the messages are fitted again to the corrected budget, and the
+     smaller request is sent once. When nothing smaller fits, or that one is rejected
+     too, :class:`~windowfit.ContextOverflowError` is raised (``str()`` is the
      person-facing message; ``provider_message``, ``tokens`` and ``limit`` say what the
-     provider said) and is never retried; other refusals (400, 401, ...) are raised as
-     the SDK raised them, at once.
-  3. **learn**: each answer's usage (input tokens including cache reads and writes) is
-     compared with the estimate and given to the calibrator and to ``on_usage``.
+     provider said). So a hopeless request costs at most two HTTP requests.
+  4. **learn**: each answer's usage (input tokens including cache reads and writes) is
+     compared with the estimate: a :class:`~windowfit.learning.Learner` keeps a
+     correction per conversation (on by default, bounded, only ever tightening; off with
+     ``learn=False``), and a ``calibrator`` and ``on_usage`` given see it too.
 
 * With ``cache_control=True`` (Anthropic), ``cache_control`` breakpoints are placed at
   the end of the stable prefix (``FitReport.prefix_end``) and at the end of the request,
@@ -58,13 +64,14 @@ from types import TracebackType
 from typing import Any, Literal, Protocol, TypeVar, cast
 
 from . import _wrap_gemini
+from .calibration import Correction
 from .classify import ErrorInfo, ErrorKind
 from .errors import ContextOverflowError, SettingsError
 from .fitter import Fitter
 from .fitting import FitReport, FitResult
 from .formats import Usage
+from .learning import Learner, conversation_key, overflow_correction
 from .models import ModelLimits, model_limits
-from .profiles import estimator_for, family_for_model
 from .retry import RetryPolicy, retry_call, retry_call_async
 from .settings import FitSettings
 from .tokens import Estimator
@@ -126,6 +133,7 @@ class WrapStats:
     retries: int = 0
     overflows: int = 0
     fitted: int = 0
+    refits: int = 0  # requests fitted again, smaller, after the provider's overflow
     last_report: FitReport | None = None
     last_usage: UsageRecord | None = None
     errors: list[ErrorInfo] = field(default_factory=list)
@@ -294,6 +302,8 @@ class _Prepared:
     model: str
     budget: int
     estimated: int
+    key: str | None = None  # the conversation, for learning
+    overflow: ErrorInfo | None = None  # the provider's overflow error, when it said so
 
 
 @dataclass(frozen=True)
@@ -328,6 +338,7 @@ class WrapState:
         on_fit: Callable[[FitReport], object] | None,
         sleep: Callable[[float], Any] | None,
         fitter: Fitter | None = None,
+        learn: bool | Learner = True,
     ) -> None:
         if budget is not None and (
             isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0
@@ -341,6 +352,11 @@ class WrapState:
         self.retry = retry or RetryPolicy()
         self.cache_control = cache_control
         self.calibrator = calibrator
+        #: Learns a correction per conversation from usage and overflow errors (``None``
+        #: with ``learn=False``).
+        self.learner: Learner | None = (
+            learn if isinstance(learn, Learner) else Learner() if learn else None
+        )
         self.on_usage = on_usage
         self.on_fit = on_fit
         self.sleep = sleep
@@ -362,11 +378,17 @@ class WrapState:
         return self.limits_for(model, max_tokens)[0]
 
     def limits_for(
-        self, model: str | None, max_tokens: int | None = None
+        self,
+        model: str | None,
+        max_tokens: int | None = None,
+        key: str | None = None,
+        shrink: Correction | None = None,
     ) -> tuple[int, int | None]:
         """``(budget, hard_limit)`` for a request: the budget fitting aims at, and the
         model's window minus the output reserve when that is higher (a request that cannot
-        be fitted to the budget is then fitted to the window rather than refused)."""
+        be fitted to the budget is then fitted to the window rather than refused). Both
+        are corrected by what was learned of conversation ``key``, by the calibrator, and
+        by ``shrink`` (a re-fit after an overflow)."""
         limits = model_limits(model, self.windows) if isinstance(model, str) else None
         if limits is None and self.budget is None:
             raise SettingsError(
@@ -387,10 +409,18 @@ class WrapState:
             budget = hard
         else:
             budget = self.budget if hard is None else min(self.budget, hard)
+        corrections: list[Callable[[int], int]] = []
+        if self.learner is not None and key is not None:
+            learner = self.learner
+            corrections.append(lambda n: learner.budget_for(key, n))
         if self.calibrator is not None:
-            budget = max(1, int(self.calibrator.budget_for(budget)))
+            corrections.append(self.calibrator.budget_for)
+        if shrink is not None:
+            corrections.append(lambda n: min(n, shrink.budget_for(n)))
+        for correct in corrections:
+            budget = max(1, int(correct(budget)))
             if hard is not None:
-                hard = max(1, int(self.calibrator.budget_for(hard)))
+                hard = max(1, int(correct(hard)))
         return budget, (hard if hard is not None and hard > budget else None)
 
     def _max_tokens(self, kwargs: Mapping[str, Any]) -> int | None:
@@ -400,16 +430,18 @@ class WrapState:
                 return value
         return None
 
-    def prepare(self, kwargs: dict[str, Any]) -> _Prepared:
-        """Fit the request's messages; raises ContextOverflowError when nothing fits."""
-        self.stats.calls += 1
+    def prepare(
+        self, kwargs: dict[str, Any], *, shrink: Correction | None = None, again: bool = False
+    ) -> _Prepared:
+        """Fit the request's messages; raises ContextOverflowError when nothing fits.
+        ``shrink`` and ``again``: a re-fit after the provider's overflow (see :meth:`refit`)."""
+        self.stats.calls += not again
         raw: Any = kwargs.get("messages")
         model = kwargs.get("model")
         model_name = model if isinstance(model, str) else ""
         if not _given(raw) or isinstance(raw, (str, bytes, Mapping)):
             return _Prepared(kwargs, model_name, 0, 0)  # the SDK says what is wrong
         messages = [self._plain(m) for m in raw]
-        budget, limit = self.limits_for(model_name or None, self._max_tokens(kwargs))
         tools: Any
         if self.provider == "anthropic":
             system = kwargs.get("system")
@@ -419,6 +451,12 @@ class WrapState:
             system = None
             tools = kwargs.get("tools") if _given(kwargs.get("tools")) else kwargs.get("functions")
         tools = _to_plain(list(tools)) if _given(tools) else None
+        key = None
+        if self.learner is not None:
+            key = conversation_key(self.provider, model_name, system, tools, messages)
+        budget, limit = self.limits_for(
+            model_name or None, self._max_tokens(kwargs), key=key, shrink=shrink
+        )
         try:
             result: FitResult = self.fitter.fit(
                 messages,
@@ -427,11 +465,12 @@ class WrapState:
                 tools=tools,
                 settings=self.settings,
                 format=self.provider,
-                estimator=self.estimator or _default_estimator(model_name),
+                estimator=self.estimator,
                 limit=limit,
+                model=model_name or None,
             )
         except ContextOverflowError:
-            self.stats.overflows += 1
+            self.stats.overflows += not again
             raise
         report = result.report
         self.stats.last_report = report
@@ -441,7 +480,30 @@ class WrapState:
         out = result.messages
         if self.cache_control and self.provider == "anthropic":
             out = place_breakpoints(out, report.prefix_end, _count_breakpoints(kwargs, out))
-        return _Prepared({**kwargs, "messages": out}, model_name, budget, report.tokens_after)
+        return _Prepared({**kwargs, "messages": out}, model_name, budget, report.tokens_after, key)
+
+    def refit(
+        self, kwargs: dict[str, Any], prepared: _Prepared, error: ContextOverflowError
+    ) -> _Prepared:
+        """After the provider rejected ``prepared`` as too long: the request fitted again
+        to the budget corrected by what the error taught (learned already, or, with
+        learning off, applied to this re-fit alone). Raises ``error`` when that request
+        would not be smaller, or nothing fits any more: the same request is never sent
+        twice."""
+        info = prepared.overflow
+        if info is None or prepared.estimated <= 0:
+            raise error
+        shrink = None
+        if self.learner is None or prepared.key is None:
+            shrink = overflow_correction(prepared.estimated, info, prepared.budget)
+        try:
+            again = self.prepare(kwargs, shrink=shrink, again=True)
+        except ContextOverflowError:
+            raise error from error.__cause__
+        if again.estimated >= prepared.estimated:
+            raise error
+        self.stats.refits += 1
+        return again
 
     # -- errors and usage -------------------------------------------------------------
 
@@ -451,6 +513,11 @@ class WrapState:
             del self.stats.errors[:-20]
             if info.kind is ErrorKind.CONTEXT_OVERFLOW:
                 self.stats.overflows += 1
+                prepared.overflow = info
+                if self.learner is not None and prepared.key is not None:
+                    self.learner.observe_overflow(
+                        prepared.key, prepared.estimated, info, prepared.budget
+                    )
                 if (
                     self.calibrator is not None
                     and prepared.estimated > 0
@@ -487,6 +554,8 @@ class WrapState:
         self.stats.last_usage = record
         if self.calibrator is not None and total > 0:
             self.calibrator.observe(prepared.estimated, total)
+        if self.learner is not None and prepared.key is not None and total > 0:
+            self.learner.observe(prepared.key, prepared.estimated, total)
         if self.on_usage is not None:
             self.on_usage(record)
 
@@ -531,12 +600,21 @@ class WrapState:
         api = api or self.api
         prepared = api.prepare(kwargs)
         sleep = self.sleep or time.sleep
-        response = retry_call(
-            self._attempt(send, prepared),
-            policy=self.retry,
-            on_error=self.on_error(prepared),
-            sleep=sleep,
-        )
+        try:
+            response = retry_call(
+                self._attempt(send, prepared),
+                policy=self.retry,
+                on_error=self.on_error(prepared),
+                sleep=sleep,
+            )
+        except ContextOverflowError as error:  # the provider counted more: re-fit once
+            prepared = self.refit(kwargs, prepared, error)
+            response = retry_call(
+                self._attempt(send, prepared),
+                policy=self.retry,
+                on_error=self.on_error(prepared),
+                sleep=sleep,
+            )
         if kwargs.get("stream") is True:
             return _ObservedStream(response, api, prepared)
         api.observe_response(prepared, response)
@@ -551,12 +629,21 @@ class WrapState:
         api = api or self.api
         prepared = api.prepare(kwargs)
         sleep = self.sleep or asyncio.sleep
-        response = await retry_call_async(
-            self._attempt(send, prepared),
-            policy=self.retry,
-            on_error=self.on_error(prepared),
-            sleep=sleep,
-        )
+        try:
+            response = await retry_call_async(
+                self._attempt(send, prepared),
+                policy=self.retry,
+                on_error=self.on_error(prepared),
+                sleep=sleep,
+            )
+        except ContextOverflowError as error:  # the provider counted more: re-fit once
+            prepared = self.refit(kwargs, prepared, error)
+            response = await retry_call_async(
+                self._attempt(send, prepared),
+                policy=self.retry,
+                on_error=self.on_error(prepared),
+                sleep=sleep,
+            )
         if kwargs.get("stream") is True:
             return _AsyncObservedStream(response, api, prepared)
         api.observe_response(prepared, response)
@@ -660,17 +747,24 @@ class _StreamManager:
         state = self._state
         prepared = self._prepared = self._api.prepare(self._kwargs)
 
-        def attempt() -> tuple[Any, Any]:
-            state.stats.attempts += 1
-            manager = self._open(**prepared.kwargs)
-            return manager, manager.__enter__()
+        def opened(prepared: _Prepared) -> tuple[Any, Any]:
+            def attempt() -> tuple[Any, Any]:
+                state.stats.attempts += 1
+                manager = self._open(**prepared.kwargs)
+                return manager, manager.__enter__()
 
-        self._manager, self._stream = retry_call(
-            attempt,
-            policy=state.retry,
-            on_error=state.on_error(prepared),
-            sleep=state.sleep or time.sleep,
-        )
+            return retry_call(
+                attempt,
+                policy=state.retry,
+                on_error=state.on_error(prepared),
+                sleep=state.sleep or time.sleep,
+            )
+
+        try:
+            self._manager, self._stream = opened(prepared)
+        except ContextOverflowError as error:  # the provider counted more: re-fit once
+            prepared = self._prepared = state.refit(self._kwargs, prepared, error)
+            self._manager, self._stream = opened(prepared)
         return self._stream
 
     def __exit__(
@@ -709,17 +803,24 @@ class _AsyncStreamManager:
         state = self._state
         prepared = self._prepared = self._api.prepare(self._kwargs)
 
-        async def attempt() -> tuple[Any, Any]:
-            state.stats.attempts += 1
-            manager = self._open(**prepared.kwargs)
-            return manager, await manager.__aenter__()
+        async def opened(prepared: _Prepared) -> tuple[Any, Any]:
+            async def attempt() -> tuple[Any, Any]:
+                state.stats.attempts += 1
+                manager = self._open(**prepared.kwargs)
+                return manager, await manager.__aenter__()
 
-        self._manager, self._stream = await retry_call_async(
-            attempt,
-            policy=state.retry,
-            on_error=state.on_error(prepared),
-            sleep=state.sleep or asyncio.sleep,
-        )
+            return await retry_call_async(
+                attempt,
+                policy=state.retry,
+                on_error=state.on_error(prepared),
+                sleep=state.sleep or asyncio.sleep,
+            )
+
+        try:
+            self._manager, self._stream = await opened(prepared)
+        except ContextOverflowError as error:  # the provider counted more: re-fit once
+            prepared = self._prepared = state.refit(self._kwargs, prepared, error)
+            self._manager, self._stream = await opened(prepared)
         return self._stream
 
     async def __aexit__(
@@ -822,14 +923,6 @@ def _is_async(client: Any) -> bool:
     return inspect.iscoroutinefunction(close)
 
 
-def _default_estimator(model: str) -> Estimator | None:
-    """The calibrated profile for a known model family; ``None`` (the script-aware rule)
-    for a model windowfit does not know, whose tokenizer it cannot guess."""
-    if not model or family_for_model(model) == "conservative":
-        return None
-    return estimator_for(model=model)
-
-
 def wrap(
     client: T,
     *,
@@ -844,6 +937,7 @@ def wrap(
     on_fit: Callable[[FitReport], object] | None = None,
     sleep: Callable[[float], Any] | None = None,
     fitter: Fitter | None = None,
+    learn: bool | Learner = True,
 ) -> T:
     """``client`` with every request fitted, retried and measured (module docstring).
 
@@ -852,12 +946,15 @@ def wrap(
     name. ``windows``: context windows for models the table does not know (or knows
     differently): ``{"my-model": 32_000}`` or ``{"my-model": ModelLimits(...)}``.
     ``estimator``: how fitting counts (default: the calibrated profile of the request's
-    model family, :func:`windowfit.estimator_for`, for models whose family is known; the
-    script-aware rule for others).
+    model family, ``conservative`` for a model windowfit does not know; the rule of
+    :func:`windowfit.default_estimator`).
     ``retry``: the :class:`~windowfit.RetryPolicy` (``sleep`` replaces the pause between
     attempts: a function for sync clients, a coroutine function for async ones).
-    ``cache_control``: place Anthropic prompt-cache breakpoints. ``calibrator``: gets
-    each answer's estimate and provider count (:class:`Calibrator`) and adjusts budgets.
+    ``cache_control``: place Anthropic prompt-cache breakpoints. ``learn``: learn a
+    correction per conversation from usage and overflow errors (default ``True``;
+    ``False`` turns it off; a :class:`~windowfit.learning.Learner` to share or to keep
+    its state elsewhere). ``calibrator``: also gets each answer's estimate and provider
+    count (:class:`Calibrator`) and adjusts budgets.
     ``on_usage(record)`` sees each answer's :class:`UsageRecord`, ``on_fit(report)`` each
     request's :class:`~windowfit.FitReport`. ``fitter``: the :class:`~windowfit.Fitter`
     that fits the requests (default: a new one, owned by the wrapped client; pass one to
@@ -878,6 +975,7 @@ def wrap(
         on_fit=on_fit,
         sleep=sleep,
         fitter=fitter,
+        learn=learn,
     )
     if provider == "gemini":
         return cast(T, _wrap_gemini.wrap_client(client, state))

@@ -23,16 +23,19 @@ only requests are shaped. The system prompt of every agent and sub-agent carries
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..calibration import Correction
 from ..classify import ErrorInfo, ErrorKind, classify_error
 from ..errors import ContextOverflowError, HistoryError, SettingsError, ToolError
 from ..fitter import Fitter
 from ..instructions import add_safety_net
+from ..learning import Learner, conversation_key, overflow_correction
 from ..retry import RetryPolicy
 from ..settings import FitSettings
 from ..tokens import Estimator
@@ -121,6 +124,8 @@ class Shaped:
     cleared: frozenset[str] = frozenset()
     dropped: int = 0
     stage: int = 0
+    key: str | None = None  # the conversation, for learning (FitShaper)
+    budget: int | None = None  # what it was fitted to, after learned corrections
 
 
 #: Shapes the full history into a request: (messages, system, tools) -> Shaped. Raises
@@ -131,7 +136,13 @@ Shaper = Callable[[Sequence[dict[str, Any]], str, Sequence[Mapping[str, Any]]], 
 class FitShaper:
     """The default shaper: a :class:`~windowfit.Fitter` (its own, unless one is given)
     with a budget, settings and estimator. One shaper serves every agent and sub-agent of
-    a runtime, concurrently."""
+    a runtime, concurrently.
+
+    It counts with :func:`windowfit.default_estimator` (``estimator`` when given, else
+    ``model``'s family profile, else ``conservative``), and learns a correction per
+    conversation from the provider's counts (:class:`~windowfit.learning.Learner`; off
+    with ``learn=False``), which :class:`Runtime` feeds with every answer's usage and
+    every overflow error."""
 
     def __init__(
         self,
@@ -140,26 +151,42 @@ class FitShaper:
         settings: FitSettings | str | None = None,
         estimator: Estimator | None = None,
         fitter: Fitter | None = None,
+        model: str | None = None,
+        learn: bool | Learner = True,
     ) -> None:
         self.budget = budget
         self.settings = FitSettings.preset(settings) if isinstance(settings, str) else settings
         self.estimator = estimator
+        self.model = model
         self.fitter = fitter if fitter is not None else Fitter()
+        self.learner: Learner | None = (
+            learn if isinstance(learn, Learner) else Learner() if learn else None
+        )
 
     def __call__(
         self,
         messages: Sequence[dict[str, Any]],
         system: str,
         tools: Sequence[Mapping[str, Any]],
+        *,
+        shrink: Correction | None = None,
     ) -> Shaped:
+        key = None
+        budget = self.budget
+        if self.learner is not None:
+            key = conversation_key("anthropic", self.model, system, list(tools), messages)
+            budget = self.learner.budget_for(key, budget)
+        if shrink is not None:
+            budget = max(1, min(budget, shrink.budget_for(budget)))
         result = self.fitter.fit(
             messages,
-            budget=self.budget,
+            budget=budget,
             system=system,
             tools=tools,
             settings=self.settings,
             format="anthropic",
             estimator=self.estimator,
+            model=self.model,
         )
         report = result.report
         return Shaped(
@@ -168,7 +195,36 @@ class FitShaper:
             frozenset(report.cleared),
             len(report.dropped),
             report.stage,
+            key,
+            budget,
         )
+
+    def learn(self, shaped: Shaped, provider_tokens: int) -> None:
+        """The provider counted ``provider_tokens`` for the request ``shaped``."""
+        if self.learner is not None and shaped.key is not None and provider_tokens > 0:
+            self.learner.observe(shaped.key, shaped.estimate, provider_tokens)
+
+    def refit(
+        self,
+        messages: Sequence[dict[str, Any]],
+        system: str,
+        tools: Sequence[Mapping[str, Any]],
+        shaped: Shaped,
+        info: ErrorInfo,
+    ) -> Shaped | None:
+        """After the provider rejected ``shaped`` as too long: learn what the error says
+        and shape again to the corrected budget; ``None`` when nothing smaller fits (the
+        same request is never sent twice)."""
+        shrink = None
+        if self.learner is not None and shaped.key is not None:
+            self.learner.observe_overflow(shaped.key, shaped.estimate, info, shaped.budget)
+        else:
+            shrink = overflow_correction(shaped.estimate, info, shaped.budget)
+        try:
+            again = self(messages, system, tools, shrink=shrink)
+        except ContextOverflowError:
+            return None
+        return again if again.estimate < shaped.estimate else None
 
 
 # --------------------------------------------------------------------------------------
@@ -290,8 +346,13 @@ class Runtime:
     sub-agent is bounded by ``max_steps`` and its own tools' timeouts instead. Keep it
     above ``run_command``'s own timeout, which stops the command cleanly first.
 
-    ``budget``, ``settings``, ``estimator``: how requests are fitted (or pass a
-    ``shaper``). ``max_depth``: how deep sub-agents may nest (1: the main agent may start
+    ``budget``, ``settings``, ``estimator``, ``model_name``, ``learn``: how requests are
+    fitted (:class:`FitShaper`; or pass a ``shaper``): counted with the model's family
+    profile (``conservative`` without a model name), corrected by what the provider's
+    counts taught about each conversation (``learn=False`` turns that off). When the
+    provider still rejects a request as too long, it is shaped again to the corrected
+    budget and sent once more, never the same request twice. ``max_depth``: how deep
+    sub-agents may nest (1: the main agent may start
     sub-agents, they may not). ``max_parallel``: sub-agents running at once per level.
     ``retry``: attempts and backoff for retryable errors; ``should_retry`` decides which
     classified errors are retried (default: the kind's ``retryable``). ``on_alert(info,
@@ -313,6 +374,8 @@ class Runtime:
         settings: FitSettings | str | None = None,
         estimator: Estimator | None = None,
         shaper: Shaper | None = None,
+        model_name: str | None = None,
+        learn: bool | Learner = True,
         system: str = DEFAULT_SYSTEM,
         subagent_system: str = DEFAULT_SUBAGENT_SYSTEM,
         safety_net: bool = True,
@@ -349,7 +412,9 @@ class Runtime:
         if tools is None:
             tools = [ReadFile(workspace), RunCommand(workspace)] if workspace is not None else []
         self.tools: list[Tool] = list(tools)
-        self.shaper: Shaper = shaper or FitShaper(budget, settings=settings, estimator=estimator)
+        self.shaper: Shaper = shaper or FitShaper(
+            budget, settings=settings, estimator=estimator, model=model_name, learn=learn
+        )
         self.system = system
         self.subagent_system = subagent_system
         self.safety_net = safety_net
@@ -528,6 +593,7 @@ class Runtime:
         )
         self._emit("request", state, shaped=shaped)
         attempt = 1
+        refitted = False
         while True:
             stats.requests += 1
             try:
@@ -535,8 +601,23 @@ class Runtime:
             except Exception as exc:
                 stats.rejected += 1
                 info = classify_error(exc)
-                retry = self.should_retry(info) and attempt < self.retry.max_attempts
+                again = None
+                if info.kind is ErrorKind.CONTEXT_OVERFLOW and not refitted:
+                    again = self._refit(state, shaped, info)
+                retry = again is not None or (
+                    self.should_retry(info) and attempt < self.retry.max_attempts
+                )
                 self._report(state, info, attempt, retry, exc)
+                if again is not None:  # a smaller request, sent once
+                    refitted, shaped = True, again
+                    stats.peak_estimate = max(stats.peak_estimate, shaped.estimate)
+                    stats.cleared, stats.dropped = len(shaped.cleared), shaped.dropped
+                    self._shaping[state.info.key] = (shaped.cleared, shaped.dropped)
+                    request = dataclasses.replace(
+                        request, messages=shaped.messages, estimate=shaped.estimate
+                    )
+                    self._emit("request", state, shaped=shaped)
+                    continue
                 if not retry:
                     status = "overflow" if info.kind is ErrorKind.CONTEXT_OVERFLOW else "failed"
                     return _Stop(status, info.user_message, info)
@@ -544,8 +625,15 @@ class Runtime:
                 await self.sleep(self.retry.delay_for(attempt, info))
                 attempt += 1
                 continue
+            if isinstance(self.shaper, FitShaper):
+                self.shaper.learn(shaped, response.usage.total_input)
             self._emit("response", state, response=response)
             return response
+
+    def _refit(self, state: _State, shaped: Shaped, info: ErrorInfo) -> Shaped | None:
+        if not isinstance(self.shaper, FitShaper):
+            return None
+        return self.shaper.refit(state.history, state.system, state.definitions, shaped, info)
 
     def _report(
         self, state: _State, info: ErrorInfo, attempt: int, retry: bool, exc: Exception

@@ -128,6 +128,12 @@ def table(path: str, result: FitResult) -> str:
     return "\n".join(lines)
 
 
+def _model_of(body: Any) -> str | None:
+    """The request's model, which picks what counts (windowfit.default_estimator)."""
+    model = body.get("model") if isinstance(body, dict) else None
+    return model if isinstance(model, str) and model else None
+
+
 def run(args: argparse.Namespace) -> int:
     data = read_json(args.file, args.max_input_bytes)
     messages, system, tools, body = request_parts(args.file, data)
@@ -139,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
             tools=tools,
             settings=args.preset,
             format=args.format or (_RESPONSES if _is_responses(body) else None),
+            model=_model_of(body),
         )
     except ContextOverflowError as exc:
         if args.json:

@@ -87,10 +87,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--fit-counts",
-        choices=["exact", "seed"],
-        default="exact",
-        help="what windowfit's presets count with: the same tokenizer (exact) or "
-        "windowfit's default estimate (seed); default exact",
+        choices=["default", "exact", "seed"],
+        default="default",
+        help="what windowfit's presets count with: the estimate a user gets by default "
+        "(default: the model family's profile, conservative for an unknown model), the "
+        "same tokenizer that measures (exact), or the write-up's rule (seed); over budget "
+        "and over the hard limit are measured with --tokenizer either way",
     )
     p.add_argument(
         "--no-fit-limit",

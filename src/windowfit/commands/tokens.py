@@ -2,9 +2,11 @@
 character class, and every installed tokenizer's real count beside the estimate of its
 own family's profile.
 
-Without ``--model`` or ``--family`` the estimate is the seed's rule (ASCII/4 + CJK/1 +
-other/2). With them it is the calibrated profile of that family (a model maps to its
-family; an unknown model to ``conservative``), split by the classes of
+The estimate is what fitting counts with by default (:func:`windowfit.default_estimator`):
+the calibrated profile of the model's family with ``--model`` (an unknown model:
+``conservative``), of the family named with ``--family`` (``--family seed`` is the
+write-up's rule, ASCII/4 + CJK/1 + other/2), and ``conservative`` with neither; split by
+the classes of
 :data:`windowfit.profiles.CHARACTER_CLASSES`. Every tokenizer that
 :func:`windowfit.tokenizers.available_backends` finds (or those named with
 ``--tokenizer``) counts the text too, and is shown beside the estimate of *its* family's
@@ -216,7 +218,7 @@ class _Progress:
 
 def run(args: argparse.Namespace) -> int:
     model: str | None = args.model
-    family: str = args.family or (family_for_model(model) if model else "seed")
+    family: str = args.family or (family_for_model(model) if model else "conservative")
     if family not in FAMILIES:
         raise CliError(f"unknown tokenizer family {family!r}; known: {', '.join(FAMILIES)}")
     try:

@@ -32,6 +32,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qs
 
 import httpx
 
@@ -569,7 +570,9 @@ class ProxyApp:
             text = observers.metrics.render().encode()
             kind = b"text/plain; version=0.0.4; charset=utf-8"
         else:
-            text = render_page(observers.log).encode()
+            query = parse_qs((scope.get("query_string") or b"").decode("latin-1"))
+            selected = query.get("conversation", [None])[0]
+            text = render_page(observers.log, selected=selected).encode()
             kind = b"text/html; charset=utf-8"
         headers = [(b"content-type", kind), (b"content-length", str(len(text)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})

@@ -53,7 +53,10 @@ class ProxyConfig:
     pieces of its answer. ``admin_key``: what ``/metrics`` and ``/_windowfit/`` need when
     the proxy listens beyond loopback. ``redis_url``: where learned per-conversation state
     is shared between replicas. ``max_conversations``: how many conversations' learned
-    state one process keeps (least recently used first out).
+    state one process keeps (least recently used first out). ``fitter_max_bytes``: what
+    the proxy's :class:`~windowfit.Fitter` keeps of conversations it has folded (it only
+    makes their next request cheaper). The two defaults keep a proxy serving thousands of
+    distinct conversations within about 30 MB (``benchmarks/proxy.py`` measures it).
     """
 
     upstreams: tuple[tuple[str, str], ...] = tuple(DEFAULT_UPSTREAMS.items())
@@ -65,7 +68,8 @@ class ProxyConfig:
     read_timeout: float = 600.0
     admin_key: str | None = None
     redis_url: str | None = None
-    max_conversations: int = 10_000
+    max_conversations: int = 4_000
+    fitter_max_bytes: int = 16 * 1024 * 1024
 
     def __post_init__(self) -> None:
         names = dict(self.upstreams)
@@ -87,7 +91,7 @@ class ProxyConfig:
             raise SettingsError(f"budget fraction must be in (0, 1], not {fraction!r}")
         if self.settings is not None:
             FitSettings.preset(self.settings)  # a SettingsError naming the presets if unknown
-        for name in ("max_body_bytes", "max_conversations"):
+        for name in ("max_body_bytes", "max_conversations", "fitter_max_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise SettingsError(f"{name} must be a positive whole number, not {value!r}")

@@ -102,7 +102,7 @@ class RequestFitter:
     def __init__(self, config: ProxyConfig, learning: ConversationLearning) -> None:
         self.config = config
         self.learning = learning
-        self.fitter = Fitter()
+        self.fitter = Fitter(max_bytes=config.fitter_max_bytes)
         self.settings = FitSettings.preset(config.settings) if config.settings else None
         #: Windows upstreams stated in overflow errors, by API and model: smaller than the
         #: model table says (a gateway's limit, a simulator), they cap later budgets.

@@ -71,7 +71,7 @@ class ConversationLearning:
             correction = calibrator.observe(estimated, provider_tokens)
             if self.store is not None:
                 value = {"factor": correction.factor, "offset": correction.offset}
-                self.store.set(f"windowfit:learned:{key}", json.dumps(value))
+                self.store.set(f"learned:{key}", json.dumps(value))
 
     def observe_overflow(
         self, key: str, estimated: int, status: int, body: object
@@ -95,7 +95,7 @@ class ConversationLearning:
         """The correction another replica stored for the conversation, if any."""
         if self.store is None:
             return None
-        raw = self.store.get(f"windowfit:learned:{key}")
+        raw = self.store.get(f"learned:{key}")
         if raw is None:
             return None
         try:

@@ -45,6 +45,8 @@ from ..cache import CachePricing, PrefixCacheMeter
 from ..errors import MissingExtraError, SettingsError, TokenizerError, WindowfitError
 from ..formats._rules import PairingRule
 from ..logs import Run, read_runs
+from ..models import model_info
+from ..profiles import default_estimator, estimator_for
 from ..sizing import Sizer, default_sizer
 from ..tokens import Estimator, SeedEstimator
 from ._progress import Progress
@@ -52,6 +54,7 @@ from .conversation import Conversation
 from .policies import Policy, Refused, WindowfitPolicy
 
 __all__ = [
+    "FIT_COUNTS",
     "VIOLATION_KINDS",
     "LogProblem",
     "PolicyStats",
@@ -67,6 +70,9 @@ __all__ = [
     "replay_run",
     "tokenizer_for",
 ]
+
+#: What the windowfit presets may count with (``ReplayConfig.fit_counts``).
+FIT_COUNTS = ("default", "exact", "seed")
 
 VIOLATION_KINDS = ("orphan_results", "unanswered_calls", "first_message_missing")
 _VIOLATION_OF = {
@@ -89,11 +95,15 @@ class ReplayConfig:
     sets the budget; ``context_window`` (tokens) or ``hard_limit_factor`` (times the
     budget) the hard limit. ``tokenizer`` counts every request: a name that
     :func:`windowfit.tokenizers.load_backend` knows, ``seed`` (windowfit's estimate, no
-    tokenizer), or ``auto`` (by the run's model: DeepSeek models ``deepseek``, Claude
-    ``claude-legacy``, GPT-4 and GPT-3.5 ``cl100k``, anything else ``o200k``; ``seed``
-    with a warning when the tokenizer is not installed). ``fit_counts`` is what the
-    windowfit presets count with when deciding: ``exact`` (the same tokenizer) or
-    ``seed`` (windowfit's default estimate, what an unconfigured user gets).
+    tokenizer), or ``auto`` (by the run's model's family in the model table: DeepSeek
+    models ``deepseek``, Claude ``claude-legacy``, GPT-4 and GPT-3.5 ``cl100k``, Mistral
+    ``tekken``, anything else ``o200k``; ``seed`` with a warning when the tokenizer is
+    not installed). ``fit_counts`` is what the
+    windowfit presets count with when deciding: ``default`` (what a user gets without
+    configuring anything: :func:`windowfit.default_estimator` for the run's model, its
+    family's profile, ``conservative`` when the model is unknown), ``exact`` (the same
+    tokenizer that measures) or ``seed`` (the write-up's rule). Over budget and over the
+    hard limit are always measured with ``tokenizer``.
     ``fit_limit`` tells the windowfit presets the hard limit as the model's window (so
     they send over the budget rather than refuse when only the window can hold the
     request); without it they know the budget alone. Costs are
@@ -106,7 +116,7 @@ class ReplayConfig:
     context_window: int | None = None
     hard_limit_factor: float = 2.0
     tokenizer: str = "auto"
-    fit_counts: str = "exact"
+    fit_counts: str = "default"
     fit_limit: bool = True
     pricing: CachePricing = field(default_factory=CachePricing)
     price_per_mtok: float | None = None
@@ -124,8 +134,10 @@ class ReplayConfig:
             raise SettingsError(
                 f"hard-limit factor must be at least 1, not {self.hard_limit_factor}"
             )
-        if self.fit_counts not in ("exact", "seed"):
-            raise SettingsError(f"fit_counts must be 'exact' or 'seed', not {self.fit_counts!r}")
+        if self.fit_counts not in FIT_COUNTS:
+            raise SettingsError(
+                f"fit_counts must be one of {', '.join(FIT_COUNTS)}, not {self.fit_counts!r}"
+            )
         if (
             self.budget is not None
             and self.context_window is not None
@@ -165,7 +177,13 @@ class ReplayConfig:
             limit = f"hard limit {self.context_window:,} tokens"
         else:
             limit = f"hard limit {self.hard_limit_factor:g}x the budget"
-        return f"{budget}, {limit}, counted with {self.tokenizer}"
+        fitted = {
+            "default": "windowfit counting with its default estimate (what a user gets "
+            "without configuring anything)",
+            "exact": "windowfit counting with the same tokenizer (exact counts)",
+            "seed": "windowfit counting with the write-up's rule (seed)",
+        }[self.fit_counts]
+        return f"{budget}, {limit}, measured with {self.tokenizer}; {fitted}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -445,19 +463,29 @@ def read_logs(
 # Tokenizers
 
 
+#: The real tokenizer that measures each tokenizer family's models (Claude 3 and later:
+#: the legacy tokenizer, the only public one; a family without a public tokenizer: o200k).
+_BACKEND_OF_FAMILY = {
+    "o200k": "o200k",
+    "cl100k": "cl100k",
+    "deepseek": "deepseek",
+    "claude": "claude-legacy",
+    "tekken": "tekken",
+}
+
+
 def tokenizer_for(run: Run, choice: str) -> str:
-    """The tokenizer name to count ``run`` with (see :class:`ReplayConfig`)."""
+    """The tokenizer name to count ``run`` with (see :class:`ReplayConfig`): for ``auto``,
+    the backend of the run's model's family in the one model table
+    (:func:`windowfit.models.model_info`), ``claude-legacy`` for Claude Code logs without
+    a model, else ``o200k``."""
     if choice != "auto":
         return choice
-    model = (run.model or "").lower()
-    if "deepseek" in model:
-        return "deepseek"
-    if "claude" in model or run.kind.startswith("claude-code"):
+    info = model_info(run.model) if run.model else None
+    if info is not None and info.family in _BACKEND_OF_FAMILY:
+        return _BACKEND_OF_FAMILY[info.family]
+    if run.kind.startswith("claude-code"):
         return "claude-legacy"
-    if model.startswith(("gpt-4o", "gpt-4.1", "gpt-5", "o1", "o3", "o4", "chatgpt")):
-        return "o200k"
-    if model.startswith(("gpt-4", "gpt-3.5")):
-        return "cl100k"
     return "o200k"
 
 
@@ -613,12 +641,21 @@ def replay_run(
     )
     for policy in policies:
         if isinstance(policy, WindowfitPolicy):
-            policy.estimator = estimator if config.fit_counts == "exact" else None
+            policy.estimator = _fit_estimator(config.fit_counts, estimator, run)
             policy.limit = hard_limit if config.fit_limit else None
         stats = _replay_policy(conv, policy, points, report, on_request)
         stats.runs = 1
         report.policies[policy.label] = stats
     return report
+
+
+def _fit_estimator(choice: str, measuring: Estimator, run: Run) -> Estimator:
+    """What the windowfit presets count with (see :class:`ReplayConfig`)."""
+    if choice == "exact":
+        return measuring
+    if choice == "seed":
+        return estimator_for(family="seed")
+    return default_estimator(model=run.model)
 
 
 def _replay_policy(
