@@ -271,9 +271,10 @@ def test_the_json_array_stream_is_relayed_as_it_came_and_watched(sim: SimServer)
         with httpx.stream("POST", f"{server.url}{path}?key={KEY}", json=body) as proxied:
             pieces = list(proxied.iter_raw())
             headers = proxied.headers
-        # learning follows the stream's end (the client may see the end first)
+        # learning and the live page's record follow the stream's end (which the client
+        # may see first); the record comes last
         deadline = time.monotonic() + 5
-        while not server.app.learning and time.monotonic() < deadline:
+        while not server.app.observers.log.summaries() and time.monotonic() < deadline:
             time.sleep(0.02)
         learned = len(server.app.learning)
         (summary,) = server.app.observers.log.summaries()
