@@ -317,8 +317,14 @@ def test_sse_streams_report_usage_through_the_proxy(
 # --------------------------------------------------------------------------- keys
 
 
-def test_the_api_key_is_never_logged(sim: SimServer, caplog: pytest.LogCaptureFixture) -> None:
+def test_the_api_key_is_never_logged(
+    sim: SimServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    httpx_log = logging.getLogger("httpx")  # whatever earlier tests did to it
+    monkeypatch.setattr(httpx_log, "disabled", False)
+    monkeypatch.setattr(httpx_log, "propagate", True)
     caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="httpx")
     body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
     with _proxy(sim, budget=BUDGET) as server:
         for route in ("generateContent", "streamGenerateContent"):
