@@ -57,7 +57,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 import time
+import types
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -986,3 +988,17 @@ def wrap(
     if provider == "gemini":
         return cast(T, _wrap_gemini.wrap_client(client, state))
     return cast(T, _Client(client, state, _is_async(client)))
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as :func:`wrap`.
+
+    ``windowfit.wrap`` is the function (loaded lazily by the package), but importing this
+    submodule first (``from windowfit.wrap import WrapStats``) makes Python bind the
+    package's ``wrap`` attribute to the module; calling the module then still wraps."""
+
+    def __call__(self, client: T, **options: Any) -> T:
+        return wrap(client, **options)
+
+
+sys.modules[__name__].__class__ = _CallableModule
