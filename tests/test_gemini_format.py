@@ -27,6 +27,7 @@ from windowfit import (
     ContextOverflowError,
     ConversationError,
     FitResult,
+    default_estimator,
     detect_format,
     fit,
 )
@@ -119,7 +120,7 @@ def test_neutral_blocks_are_what_they_say() -> None:
 
 @given(contents=gemini_conversations())
 def test_scan_sizes_are_the_neutral_sizes(contents: list[dict[str, Any]]) -> None:
-    sizer = Sizer(provider="gemini")
+    sizer = Sizer(default_estimator(), provider="gemini")
     for i, content in enumerate(contents):
         facts = SPEC.scan(content, i, sizer)
         neutral = sizer.size_of(SPEC.from_message(content, i))
@@ -135,7 +136,7 @@ def test_detect_format_tells_gemini_contents() -> None:
 
 
 def test_images_are_sized_by_gemini_rule() -> None:
-    sizer = Sizer(provider="gemini")
+    sizer = Sizer(default_estimator(), provider="gemini")
     small = {"parts": [{"inlineData": {"mimeType": "image/png", "data": png(300, 300)}}]}
     large = {"parts": [{"inlineData": {"mimeType": "image/png", "data": png(3000, 3000)}}]}
     assert SPEC.scan(small, 0, sizer).tokens < SPEC.scan(large, 0, sizer).tokens
@@ -262,7 +263,7 @@ def test_pairing_by_name_and_order_takes_any_order_and_ids() -> None:
 
 
 def _results(contents: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
-    sizer = Sizer(provider="gemini")
+    sizer = Sizer(default_estimator(), provider="gemini")
     return [r for i, c in enumerate(contents) for r in SPEC.scan(c, i, sizer).results]
 
 
@@ -321,7 +322,7 @@ def _check_one(contents: list[dict[str, Any]], budget: int, preset: str) -> FitR
 
 
 def _dropped_keys(contents: list[dict[str, Any]], dropped: tuple[int, ...]) -> set[str]:
-    sizer = Sizer(provider="gemini")
+    sizer = Sizer(default_estimator(), provider="gemini")
     return {r[0] for i in dropped for r in SPEC.scan(contents[i], i, sizer).results}
 
 

@@ -12,6 +12,8 @@ from google.adk.agents import LlmAgent
 from google.adk.models.google_llm import Gemini
 from google.adk.runners import InMemoryRunner
 from google.genai import types
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import windowfit
 from windowfit.integrations.google_adk import WindowfitPlugin, before_model_callback
@@ -114,3 +116,66 @@ def test_without_windowfit_the_provider_refuses(sim: SimServer) -> None:
         _run(sim)
     assert windowfit.is_context_overflow(caught.value), repr(caught.value)
     assert_rejected_too_long(sim.stats())
+
+
+def _contents(rounds: int, image: bytes, args: dict[str, Any]) -> list[types.Content]:
+    contents = [
+        types.Content(
+            role="user",
+            parts=[
+                types.Part(text=TASK),
+                types.Part(inline_data=types.Blob(mime_type="image/png", data=image)),
+            ],
+        )
+    ]
+    for n in range(rounds):
+        call = types.FunctionCall(name="read_chapter", args={**args, "number": n})
+        contents.append(types.Content(role="model", parts=[types.Part(function_call=call)]))
+        answer = types.FunctionResponse(name="read_chapter", response={"result": chapter(n)})
+        contents.append(types.Content(role="user", parts=[types.Part(function_response=answer)]))
+    return contents
+
+
+_ARGS = st.dictionaries(
+    st.sampled_from(["path", "flags", "depth"]),
+    st.one_of(
+        st.text(max_size=20),
+        st.integers(-5, 5),
+        st.lists(st.text(max_size=5), max_size=3),
+        st.dictionaries(st.sampled_from(["a", "b"]), st.booleans(), max_size=2),
+    ),
+    max_size=3,
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(rounds=st.integers(0, 6), image=st.binary(min_size=1, max_size=64), args=_ARGS)
+def test_the_contents_mapping_round_trips_and_never_mutates(
+    rounds: int, image: bytes, args: dict[str, Any]
+) -> None:
+    """Structured call arguments, multi-part content and inline images survive the mapping;
+    what fitting leaves alone comes back as the very objects, the rest as equal copies of
+    what was fitted, and the caller's Content objects are never changed."""
+    from google.adk.models.llm_request import LlmRequest
+
+    from windowfit.integrations.google_adk import ContentsFitter
+
+    contents = _contents(rounds, image, args)
+    before = [c.model_dump(mode="json") for c in contents]
+    for budget, all_kept in ((10**7, True), (4_000, False)):
+        request = LlmRequest(model="gemini-2.5-pro", contents=list(contents))
+        try:
+            ContentsFitter(budget=budget).fit(request)
+        except windowfit.ContextOverflowError:
+            continue
+        out = request.contents
+        if all_kept:
+            assert all(a is b for a, b in zip(out, contents, strict=True))
+        assert out[0].parts[1].inline_data.data == image  # the task and its image: kept
+        for content in out:
+            for part in content.parts or ():
+                if part.function_call is not None:
+                    assert {k: v for k, v in part.function_call.args.items() if k != "number"} == {
+                        k: v for k, v in args.items() if k != "number"
+                    }
+    assert [c.model_dump(mode="json") for c in contents] == before

@@ -182,7 +182,7 @@ def test_fitting_never_mutates_the_frameworks_messages() -> None:
     history = _long_history(20)
     before = copy.deepcopy(history)
     seen: list[Any] = []
-    middleware = WindowfitMiddleware(budget=12_000)
+    middleware = WindowfitMiddleware(budget=16_000)  # stage 1: results cleared, none cut
     middleware.wrap_model_call(_request(history), lambda r: seen.append(r) or AIMessage("ok"))
     assert history == before
     sent = seen[0].messages

@@ -14,8 +14,10 @@ import pytest
 
 import windowfit
 from test_wrap import (
+    CHAPTERS,
     MODES,
     PROVIDERS,
+    TASK,
     WINDOW,
     ask,
     long_history,
@@ -263,3 +265,34 @@ def test_default_wrap_on_gpt_4o_finishes_sixty_rounds_without_a_rejection() -> N
     assert stats["requests"] == 60
     assert all(entry["status"] == 200 for entry in stats["log"])
     assert max(entry["tokens"] for entry in stats["log"]) <= 128_000
+
+
+def _responses_history() -> list[Any]:
+    items: list[Any] = [{"role": "user", "content": TASK}]
+    for k in range(14):
+        call = {"type": "function_call", "call_id": f"call_{k}", "name": "read_chapter"}
+        items.append({**call, "arguments": json.dumps({"number": k})})
+        items.append(
+            {"type": "function_call_output", "call_id": f"call_{k}", "output": CHAPTERS[k]}
+        )
+    return items
+
+
+@pytest.mark.parametrize("learn", [True, False], ids=["learning", "learning-off"])
+@pytest.mark.parametrize("mode", MODES)
+def test_a_responses_request_a_refit_saves_costs_exactly_two_requests(
+    sim: SimServer, mode: str, learn: bool
+) -> None:
+    """The Responses API re-fits its own items (not the Chat path's messages) and sends
+    the smaller request once."""
+    client = make("openai", mode, sim, estimator=Scaled(0.7), learn=learn)
+    reply = client.responses.create(
+        model="sim-6k", input=_responses_history(), max_output_tokens=300
+    )
+    if mode == "async":
+        reply = asyncio.run(reply)
+    assert reply.output_text.startswith("Done")
+    log = served(sim)
+    assert [e["status"] for e in log] == [400, 200]
+    assert log[1]["tokens"] < log[0]["tokens"] and log[1]["tokens"] <= WINDOW
+    assert client.windowfit.stats.refits == 1

@@ -83,6 +83,8 @@ class _Prepared:
     model: str
     budget: int
     estimated: int
+    key: str | None = None  # the conversation, for learning (not yet kept for Gemini)
+    overflow: Any = None  # the provider's overflow error, when it said so
 
 
 def is_gemini_client(client: Any) -> bool:

@@ -20,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .calibration import Correction
 from .errors import ContextOverflowError
 from .fitting import FitResult
 from .formats import openai_responses as fmt
+from .learning import conversation_key
 from .profiles import default_estimator
 from .sizing import Sizer
 from .wrap import (
@@ -80,9 +82,12 @@ class _ResponsesApi:
     def api(self) -> _Api:
         return _Api(self.prepare, self.observe_response, self.observe_event, self.observe_closed)
 
-    def prepare(self, kwargs: dict[str, Any]) -> _Prepared:
+    def prepare(
+        self, kwargs: dict[str, Any], *, shrink: Correction | None = None, again: bool = False
+    ) -> _Prepared:
+        """As :meth:`WrapState.prepare`, for Responses ``input`` items."""
         state = self.state
-        state.stats.calls += 1
+        state.stats.calls += not again
         raw: Any = kwargs.get("input")
         model = kwargs.get("model")
         model_name = model if isinstance(model, str) else ""
@@ -92,11 +97,16 @@ class _ResponsesApi:
             items: list[Any] = [{"role": "user", "content": raw}]
         else:
             items = [state._plain(m) for m in raw]
-        budget, limit = state.limits_for(model_name or None, _max_output(kwargs))
         instructions = kwargs.get("instructions")
         system = instructions if isinstance(instructions, str) else None
         tools: Any = kwargs.get("tools")
         tools = _to_plain(list(tools)) if _given(tools) else None
+        key = None
+        if state.learner is not None:
+            key = conversation_key(_NAME, model_name, system, tools, items)
+        budget, limit = state.limits_for(
+            model_name or None, _max_output(kwargs), key=key, shrink=shrink
+        )
         estimator = default_estimator(state.estimator, model_name)
         lead: list[Any] = []
         lead_tokens = 0
@@ -115,7 +125,7 @@ class _ResponsesApi:
                         tokens=total,
                         limit=ceiling,
                     )
-                return _Prepared(kwargs, model_name, budget, total)
+                return _Prepared(kwargs, model_name, budget, total, key)
         if lead_tokens >= budget:
             state.stats.overflows += 1
             raise ContextOverflowError(
@@ -135,7 +145,7 @@ class _ResponsesApi:
                 limit=limit - lead_tokens if limit is not None and limit > lead_tokens else None,
             )
         except ContextOverflowError:
-            state.stats.overflows += 1
+            state.stats.overflows += not again
             raise
         report = result.report
         state.stats.last_report = report
@@ -143,7 +153,7 @@ class _ResponsesApi:
         if state.on_fit is not None:
             state.on_fit(report)
         body = fmt.DIALECT.write_request(kwargs, [*lead, *result.messages], instructions)
-        return _Prepared(body, model_name, budget, report.tokens_after + lead_tokens)
+        return _Prepared(body, model_name, budget, report.tokens_after + lead_tokens, key)
 
     def observe_response(self, prepared: _Prepared, response: Any) -> None:
         self.state.observe_numbers(prepared, _numbers(_field(response, "usage")), _NAME)

@@ -57,7 +57,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 import time
+import types
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -311,7 +313,9 @@ class _Api:
     """How one API's calls are fitted and measured: Messages and Chat Completions use the
     :class:`WrapState`'s own methods, Responses its own (``_wrap_responses``)."""
 
-    prepare: Callable[[dict[str, Any]], _Prepared]
+    #: Fit a request: ``prepare(kwargs, shrink=None, again=False)`` (see
+    #: :meth:`WrapState.prepare`; ``shrink``/``again``: the re-fit after an overflow).
+    prepare: Callable[..., _Prepared]
     #: Usage of a whole response.
     observe_response: Callable[[_Prepared, Any], None]
     #: Usage as it passes by in a stream (event, state kept between events).
@@ -483,7 +487,11 @@ class WrapState:
         return _Prepared({**kwargs, "messages": out}, model_name, budget, report.tokens_after, key)
 
     def refit(
-        self, kwargs: dict[str, Any], prepared: _Prepared, error: ContextOverflowError
+        self,
+        kwargs: dict[str, Any],
+        prepared: _Prepared,
+        error: ContextOverflowError,
+        api: _Api | None = None,
     ) -> _Prepared:
         """After the provider rejected ``prepared`` as too long: the request fitted again
         to the budget corrected by what the error taught (learned already, or, with
@@ -497,7 +505,7 @@ class WrapState:
         if self.learner is None or prepared.key is None:
             shrink = overflow_correction(prepared.estimated, info, prepared.budget)
         try:
-            again = self.prepare(kwargs, shrink=shrink, again=True)
+            again = (api or self.api).prepare(kwargs, shrink=shrink, again=True)
         except ContextOverflowError:
             raise error from error.__cause__
         if again.estimated >= prepared.estimated:
@@ -608,7 +616,7 @@ class WrapState:
                 sleep=sleep,
             )
         except ContextOverflowError as error:  # the provider counted more: re-fit once
-            prepared = self.refit(kwargs, prepared, error)
+            prepared = self.refit(kwargs, prepared, error, api)
             response = retry_call(
                 self._attempt(send, prepared),
                 policy=self.retry,
@@ -637,7 +645,7 @@ class WrapState:
                 sleep=sleep,
             )
         except ContextOverflowError as error:  # the provider counted more: re-fit once
-            prepared = self.refit(kwargs, prepared, error)
+            prepared = self.refit(kwargs, prepared, error, api)
             response = await retry_call_async(
                 self._attempt(send, prepared),
                 policy=self.retry,
@@ -763,7 +771,7 @@ class _StreamManager:
         try:
             self._manager, self._stream = opened(prepared)
         except ContextOverflowError as error:  # the provider counted more: re-fit once
-            prepared = self._prepared = state.refit(self._kwargs, prepared, error)
+            prepared = self._prepared = state.refit(self._kwargs, prepared, error, self._api)
             self._manager, self._stream = opened(prepared)
         return self._stream
 
@@ -819,7 +827,7 @@ class _AsyncStreamManager:
         try:
             self._manager, self._stream = await opened(prepared)
         except ContextOverflowError as error:  # the provider counted more: re-fit once
-            prepared = self._prepared = state.refit(self._kwargs, prepared, error)
+            prepared = self._prepared = state.refit(self._kwargs, prepared, error, self._api)
             self._manager, self._stream = await opened(prepared)
         return self._stream
 
@@ -980,3 +988,17 @@ def wrap(
     if provider == "gemini":
         return cast(T, _wrap_gemini.wrap_client(client, state))
     return cast(T, _Client(client, state, _is_async(client)))
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as :func:`wrap`.
+
+    ``windowfit.wrap`` is the function (loaded lazily by the package), but importing this
+    submodule first (``from windowfit.wrap import WrapStats``) makes Python bind the
+    package's ``wrap`` attribute to the module; calling the module then still wraps."""
+
+    def __call__(self, client: T, **options: Any) -> T:
+        return wrap(client, **options)
+
+
+sys.modules[__name__].__class__ = _CallableModule
