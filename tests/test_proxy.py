@@ -226,6 +226,36 @@ def test_a_stream_cut_by_the_upstream_is_cut_for_the_client(
         events.get_final_message()
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("route", ["/v1/messages", "/v1/chat/completions"])
+def test_an_answer_dropped_before_its_body_is_a_502_in_the_apis_shape(
+    sim: SimServer, proxy: ProxyServer, route: str, stream: bool
+) -> None:
+    """serve-sim sends the head of a JSON answer and closes the connection: directly, the
+    client sees a broken connection; through the proxy, a 502 it can read and retry."""
+    body = {
+        "model": MODEL,
+        "max_tokens": 10,
+        "stream": stream,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    sim.add_faults(["drop"])
+    with pytest.raises(httpx.HTTPError):
+        httpx.post(sim.url + route, json=body)
+    sim.add_faults(["drop"])
+    answer = httpx.post(proxy.url + route, json=body)
+    assert answer.status_code == 502
+    assert answer.headers["content-type"] == "application/json"
+    error = answer.json()["error"]
+    assert "broke off" in error["message"]
+    if route == "/v1/messages":
+        assert answer.json()["type"] == "error" and error["type"] == "api_error"
+    else:
+        assert error["type"] == "server_error"
+    again = httpx.post(proxy.url + route, json={**body, "stream": False})
+    assert again.status_code == 200  # the proxy itself is unharmed
+
+
 def test_count_tokens_and_other_routes_pass_through(sim: SimServer, proxy: ProxyServer) -> None:
     client = anthropic.Anthropic(base_url=proxy.url, api_key="test", max_retries=0)
     direct = anthropic.Anthropic(base_url=sim.url, api_key="test", max_retries=0)

@@ -87,3 +87,12 @@ class Dialect:
     stream_usage: Callable[[Any], Usage | None]
     overflow_error: Callable[[int, int], tuple[int, dict[str, Any]]]
     is_overflow: Callable[[int, Any], bool]
+    # -- what a proxy in front of the API needs (issue 12) ------------------------------
+    #: The provider whose hosts serve this API (``anthropic``, ``openai``, ``gemini``):
+    #: the dialects of one provider share its upstream and its error shape.
+    provider: str = ""
+    #: The error body the API answers with for an HTTP ``status`` of its own and a
+    #: ``message`` (what a proxy says itself: 413, 502, 504), in the API's shape.
+    status_error: Callable[[int, str], dict[str, Any]] = lambda status, message: {
+        "error": {"code": status, "message": message}
+    }

@@ -508,6 +508,23 @@ def error_body(type_: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": type_, "message": message}}
 
 
+#: The Messages API's error ``type`` by HTTP status (its errors page); others: api_error.
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def status_error(status: int, message: str) -> dict[str, Any]:
+    """The API's error body for an HTTP ``status`` (its ``type`` follows the status)."""
+    return error_body(_ERROR_TYPES.get(status, "api_error"), message)
+
+
 def overflow_error(tokens: int, limit: int) -> tuple[int, dict[str, Any]]:
     """The API's 400 for a prompt of ``tokens`` over a window of ``limit``."""
     message = f"prompt is too long: {tokens} tokens > {limit} maximum"
@@ -547,4 +564,6 @@ DIALECT = Dialect(
     stream_usage=stream_usage,
     overflow_error=overflow_error,
     is_overflow=is_overflow,
+    provider="anthropic",
+    status_error=status_error,
 )

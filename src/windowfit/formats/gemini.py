@@ -616,6 +616,26 @@ def error_body(code: int, message: str, status: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "status": status}}
 
 
+#: google.rpc status names by HTTP status, for errors of Gemini's shape.
+_RPC_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    413: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def status_error(status: int, message: str) -> dict[str, Any]:
+    """The API's error body for an HTTP ``status`` (its google.rpc status name)."""
+    return error_body(status, message, _RPC_STATUS.get(status, "UNKNOWN"))
+
+
 def overflow_error(tokens: int, limit: int) -> tuple[int, dict[str, Any]]:
     return 400, error_body(400, overflow_message(tokens, limit), OVERFLOW_STATUS)
 
@@ -638,4 +658,6 @@ DIALECT = Dialect(
     stream_usage=stream_usage,
     overflow_error=overflow_error,
     is_overflow=is_overflow,
+    provider="gemini",
+    status_error=status_error,
 )

@@ -453,6 +453,14 @@ def error_body(
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
+def status_error(status: int, message: str) -> dict[str, Any]:
+    """The API's error body for an HTTP ``status``: a ``server_error`` for 5xx, an
+    ``invalid_request_error`` (with a ``code`` naming a 413) for the others."""
+    if status >= 500:
+        return error_body(message, "server_error")
+    return error_body(message, code="request_too_large" if status == 413 else None)
+
+
 def overflow_error(tokens: int, limit: int) -> tuple[int, dict[str, Any]]:
     """The API's 400 for messages of ``tokens`` over a window of ``limit``."""
     message = (
@@ -502,4 +510,6 @@ DIALECT = Dialect(
     stream_usage=stream_usage,
     overflow_error=overflow_error,
     is_overflow=is_overflow,
+    provider="openai",
+    status_error=status_error,
 )

@@ -48,6 +48,7 @@ from ..messages import Block, ContentForm, Image, Message, Opaque, Text, ToolCal
 from ._common import Counts, FormatSpec, image_size, not_a_string, require_mapping
 from ._dialect import Dialect, RequestParts, Usage
 from ._facts import Facts, describe, json_text
+from .openai_chat import status_error as _openai_status_error
 
 __all__ = [
     "CALL_TYPES",
@@ -480,4 +481,6 @@ DIALECT = Dialect(
     stream_usage=stream_usage,
     overflow_error=overflow_error,
     is_overflow=is_overflow,
+    provider="openai",
+    status_error=_openai_status_error,  # one provider, one error shape
 )

@@ -36,7 +36,7 @@ from urllib.parse import parse_qs
 
 import httpx
 
-from ..formats import DIALECTS, Dialect, anthropic, gemini, openai_chat
+from ..formats import DIALECTS, Dialect
 from ._config import ProxyConfig
 from ._dashboard import ConversationLog, RequestRecord, render_page
 from ._fit import Fitted, RequestFitter
@@ -56,13 +56,14 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-#: Routes windowfit fits: path -> (dialect name, upstream name). Dialects that are not
-#: (yet) defined are skipped, their paths forwarded unchanged.
+#: Routes windowfit fits: path -> dialect name (the dialect says which upstream serves
+#: it). Dialects that are not (yet) defined are skipped, their paths forwarded unchanged.
 _FITTED = {
-    "/v1/messages": ("anthropic", "anthropic"),
-    "/v1/chat/completions": ("openai", "openai"),
-    "/v1/responses": ("openai-responses", "openai"),
+    "/v1/messages": "anthropic",
+    "/v1/chat/completions": "openai",
+    "/v1/responses": "openai-responses",
 }
+_GEMINI_DIALECT = "gemini"
 
 #: Gemini's routes: the model is in the path (``/v1beta/models/gemini-2.5-flash:
 #: generateContent``; google-genai 3.6 uses ``/v1/`` by default).
@@ -74,16 +75,16 @@ _MAX_ERROR_BYTES = 4 * 1024 * 1024  # an error body is read whole, up to this mu
 
 
 def fitted_route(method: str, path: str) -> tuple[Dialect, str] | None:
-    """The dialect and upstream of a request windowfit fits, or ``None``."""
+    """The dialect and upstream (its provider) of a request windowfit fits, or ``None``."""
     if method != "POST":
         return None
-    found = _FITTED.get(path)
-    if found is None:
-        found = ("gemini", "gemini") if _GEMINI_ROUTE.fullmatch(path) else None
-    if found is None:
+    name = _FITTED.get(path)
+    if name is None and _GEMINI_ROUTE.fullmatch(path):
+        name = _GEMINI_DIALECT
+    dialect = DIALECTS.get(name) if name is not None else None
+    if dialect is None or not dialect.provider:
         return None
-    dialect = DIALECTS.get(found[0])
-    return (dialect, found[1]) if dialect is not None else None
+    return dialect, dialect.provider
 
 
 def path_model(path: str) -> str | None:
@@ -122,23 +123,19 @@ class _RedactKeys(logging.Filter):
 
 _REDACT_KEYS = _RedactKeys()
 
-#: Gemini's error statuses for the proxy's own answers (google.rpc.Code names).
-_GEMINI_STATUS = {413: "INVALID_ARGUMENT", 502: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
 
-
-def _refusal(upstream: str, status: int, message: str, kind: str) -> dict[str, Any]:
+def _refusal(upstream: str, status: int, message: str) -> dict[str, Any]:
     """An error body of the proxy's own (413, 502, 504) in the upstream API's shape."""
-    if upstream == "anthropic":
-        return anthropic.error_body(kind, message)
-    if upstream == "openai":
-        return openai_chat.error_body(message, "invalid_request_error", None, kind)
-    return gemini.error_body(status, message, _GEMINI_STATUS.get(status, kind.upper()))
+    for dialect in DIALECTS.values():
+        if dialect.provider == upstream:
+            return dialect.status_error(status, message)
+    return {"error": {"code": status, "message": message}}  # pragma: no cover - all known
 
 
-_KINDS = {
-    413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
-    502: ("api_error", "windowfit proxy: the upstream could not be reached or broke off."),
-    504: ("api_error", "windowfit proxy: the upstream did not answer in time."),
+_MESSAGES = {
+    413: "Request exceeds the maximum allowed number of bytes.",
+    502: "windowfit proxy: the upstream could not be reached or broke off.",
+    504: "windowfit proxy: the upstream did not answer in time.",
 }
 
 
@@ -369,7 +366,7 @@ class ProxyApp:
         if not taught and limit is None:
             return None
         again = self.fitter.refit(
-            dialect, fitted.body, fitted.data, fitted.parts, retry=True, cap=limit
+            dialect, fitted.body, fitted.data, fitted.parts, retry=True, cap=limit, fast=fitted.fast
         )
         if again.refusal is not None:
             return again
@@ -448,7 +445,9 @@ class ProxyApp:
         outcome: _Outcome,
     ) -> None:
         """A successful answer to the client: a stream chunk by chunk (watched for usage),
-        a JSON body whole (read for usage); then learning from the usage."""
+        a JSON body whole (read for usage); then learning from the usage. A stream cut
+        by the upstream is cut for the client; a whole body the upstream dropped before
+        it ended is a 502 in the API's shape (nothing of it reached the client yet)."""
         outcome.status = response.status_code
         content_type = response.headers.get("content-type", "")
         headers = response_headers(response.headers.raw, decoded=True) + _report_headers(fitted)
@@ -473,7 +472,12 @@ class ProxyApp:
                     watcher.feed(chunk)
                 usage = watcher.usage
             else:
-                data = await response.aread()
+                try:
+                    data = await response.aread()
+                except httpx.HTTPError as exc:  # before anything reached the client
+                    _log.warning("windowfit proxy: upstream answer dropped: %s", type(exc).__name__)
+                    await self._own_error(send, dialect.provider, 502, outcome)
+                    return
                 usage = dialect.usage(_json_or_none(data))
                 headers.append((b"content-length", str(len(data)).encode()))
                 await send(
@@ -510,9 +514,9 @@ class ProxyApp:
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
     async def _own_error(self, send: Send, upstream: str, status: int, outcome: _Outcome) -> None:
-        kind, message = _KINDS[status]
+        message = _MESSAGES[status]
         outcome.status, outcome.error = status, message
-        await _send_json(send, status, _refusal(upstream, status, message, kind), [])
+        await _send_json(send, status, _refusal(upstream, status, message), [])
         if status == 413:
             self._observe(outcome)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import math
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from ..models import model_limits
 from ..profiles import estimator_for, family_for_model
 from ..settings import FitSettings
 from ..tokens import Estimator
+from . import _json
 from ._config import ProxyConfig
 from ._learning import ConversationLearning
 
@@ -48,6 +48,8 @@ class Fitted:
 
     body: bytes
     data: Any = None
+    #: Whether ``data`` may be written back with the fast writer (see ``_json``).
+    fast: bool = True
     parts: RequestParts | None = None
     key: str | None = None
     budget: int | None = None
@@ -132,16 +134,16 @@ class RequestFitter:
         """The request to forward for the body ``raw`` (see :class:`Fitted`); ``model``:
         the model named by the URL (Gemini's), when the body names none."""
         try:
-            data = json.loads(raw)
+            data, fast = _json.loads(raw)
         except (ValueError, RecursionError):
             return Fitted(raw, skipped="not-json")
         try:
             parts = dialect.read_request(data)
         except WindowfitError as exc:
-            return Fitted(raw, data, skipped="unreadable", detail=str(exc))
+            return Fitted(raw, data, fast, skipped="unreadable", detail=str(exc))
         if model and parts.model is None:
             parts = dataclasses.replace(parts, model=model)
-        return self.refit(dialect, raw, data, parts)
+        return self.refit(dialect, raw, data, parts, fast=fast)
 
     def refit(
         self,
@@ -152,10 +154,12 @@ class RequestFitter:
         *,
         retry: bool = False,
         cap: int | None = None,
+        fast: bool = True,
     ) -> Fitted:
         """Fit an already parsed request (again, after an overflow, with ``retry``;
-        ``cap``: the window the upstream's error stated, which the budget must not pass)."""
-        out = Fitted(raw, data, parts)
+        ``cap``: the window the upstream's error stated, which the budget must not pass;
+        ``fast``: whether the fast JSON writer may write ``data``, see ``_json``)."""
+        out = Fitted(raw, data, fast, parts)
         if not parts.messages:
             out.skipped = "no-messages"
             return out
@@ -213,14 +217,5 @@ class RequestFitter:
         out.report = result.report
         if result.report.stage > 0 or retry:
             fitted = dialect.write_request(data, result.messages, result.system)
-            out.body = _dumps(fitted)
+            out.body = _json.dumps(fitted, fast)
         return out
-
-
-def _dumps(value: Any) -> bytes:
-    """Compact JSON in UTF-8; with ``\\u`` escapes where the text holds lone surrogates
-    (which JSON can carry and UTF-8 cannot)."""
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(value, separators=(",", ":")).encode("ascii")

@@ -26,8 +26,9 @@ def create_proxy_app(
     """The proxy's ASGI application (needs the ``proxy`` extra)."""
     try:
         from ._app import ProxyApp
-    except ImportError as exc:
-        raise MissingExtraError("httpx", "proxy", "windowfit proxy") from exc
+    except ImportError as exc:  # httpx, or orjson (the fast writer of fitted bodies)
+        missing = exc.name if exc.name in ("httpx", "orjson") else "httpx"
+        raise MissingExtraError(missing, "proxy", "windowfit proxy") from exc
     return ProxyApp(config or ProxyConfig(), loopback=loopback, transport=transport)
 
 
