@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import sys
 from typing import Any
@@ -133,6 +134,9 @@ def run(args: argparse.Namespace) -> int:
         f"live page {url}/_windowfit/",
         flush=True,
     )
+    # What the process holds now (modules, tokenizer tables) lives as long as it does:
+    # kept out of the collector's full passes, which otherwise walk it again and again.
+    gc.freeze()
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:

@@ -279,6 +279,7 @@ class ProxyApp:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                _ = self.client  # its TLS context made now, not on the first request
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await self.aclose()
