@@ -4,6 +4,8 @@ fit its window in each API's own words)."""
 
 from __future__ import annotations
 
+import re
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -254,6 +256,35 @@ def test_an_answer_dropped_before_its_body_is_a_502_in_the_apis_shape(
         assert error["type"] == "server_error"
     again = httpx.post(proxy.url + route, json={**body, "stream": False})
     assert again.status_code == 200  # the proxy itself is unharmed
+
+
+def _metrics_on(sock: socket.socket) -> bytes:
+    """One ``GET /metrics`` on an open connection: the answer's status line."""
+    sock.sendall(b"GET /metrics HTTP/1.1\r\nhost: proxy\r\n\r\n")
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return b"closed by the proxy"
+        answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head.split(b"\r\n")[0]
+
+
+@pytest.mark.slow
+def test_an_idle_client_connection_outlives_the_clients_own_idle_limit(
+    proxy: ProxyServer,
+) -> None:
+    """httpx (so the anthropic and openai SDKs) drops idle connections after 5 s; the proxy
+    keeps them longer, so a client never reuses one the proxy is closing that instant."""
+    host, port = proxy.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        assert _metrics_on(sock) == b"HTTP/1.1 200 OK"
+        time.sleep(6.0)  # past httpx's keepalive_expiry and uvicorn's own default (5 s)
+        assert _metrics_on(sock) == b"HTTP/1.1 200 OK"
 
 
 def test_count_tokens_and_other_routes_pass_through(sim: SimServer, proxy: ProxyServer) -> None:

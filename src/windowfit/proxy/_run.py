@@ -17,7 +17,14 @@ if TYPE_CHECKING:
 
     from ._app import ProxyApp
 
-__all__ = ["ProxyServer", "create_proxy_app", "proxy_server"]
+__all__ = ["KEEP_ALIVE_SECONDS", "ProxyServer", "create_proxy_app", "proxy_server"]
+
+#: How long the proxy keeps an idle client connection open. Longer than the clients' own
+#: idle limits (httpx, and so the anthropic and openai SDKs: 5 s; Node's undici: 4 s),
+#: so that the client, not the proxy, closes an idle connection: with uvicorn's default
+#: of 5 s, equal to httpx's, a client could send its next request on a connection the
+#: proxy was closing that instant, and see it reset (a ``ReadError``).
+KEEP_ALIVE_SECONDS = 75
 
 
 def create_proxy_app(
@@ -46,6 +53,7 @@ def proxy_server(app: ProxyApp, log_level: str = "warning") -> uvicorn.Server:
         lifespan="on",
         http="h11",
         access_log=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
         timeout_graceful_shutdown=2,
     )
     return uvicorn.Server(config)
