@@ -285,3 +285,16 @@ def test_what_the_proxy_forwards_is_what_fit_decides(
     else:
         assert json.loads(sent.content) == {**body, "messages": expected.messages}
     assert answer.headers["x-windowfit-stage"] == str(expected.report.stage)
+
+
+@pytest.mark.parametrize("name", ["anthropic", "openai", "openai-responses", "gemini"])
+def test_each_fitted_dialect_names_a_configured_upstream_and_its_error_shape(name: str) -> None:
+    from windowfit.formats import DIALECTS
+    from windowfit.proxy._config import DEFAULT_UPSTREAMS
+
+    dialect = DIALECTS[name]
+    assert dialect.provider in DEFAULT_UPSTREAMS
+    for status in (413, 502, 504):
+        body = dialect.status_error(status, "windowfit proxy: said so")
+        assert body["error"]["message"] == "windowfit proxy: said so"
+        assert json.loads(json.dumps(body)) == body
