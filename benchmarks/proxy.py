@@ -194,6 +194,7 @@ def services(args: argparse.Namespace) -> Iterator[tuple[Service, Service | None
                 [
                     *(_windowfit(), "proxy", "--port", "0", "--anthropic-upstream", sim.url),
                     *("--openai-upstream", sim.url),
+                    *(("--fitter-max-mb", str(args.fitter_max_mb)) if args.fitter_max_mb else ()),
                 ],
             )
         except RuntimeError as exc:
@@ -654,6 +655,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=60, help="requests at concurrency 1")
     parser.add_argument("--rss-requests", type=int, default=10_000)
     parser.add_argument("--litellm", action="store_true", help="include LiteLLM's proxy")
+    parser.add_argument(
+        "--fitter-max-mb",
+        type=int,
+        default=0,
+        help="the proxy's --fitter-max-mb (default: the proxy's own default)",
+    )
     parser.add_argument(
         "--skip", action="append", default=[], choices=["latency", "memory", "faults"]
     )

@@ -20,6 +20,7 @@ from windowfit.server import SimConfig, SimServer
         (["--budget-fraction", "2"], "at most 1"),
         (["--anthropic-upstream", "ftp://x"], "http:// or https://"),
         (["--settings", "no-such-preset"], "unknown preset"),
+        (["--fitter-max-mb", "0"], "--fitter-max-mb"),
     ],
 )
 def test_bad_proxy_options_are_one_line_and_exit_2(

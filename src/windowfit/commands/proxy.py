@@ -65,6 +65,18 @@ def register(sub: Any) -> None:
         metavar="N",
         help="largest request body accepted (default 32 MiB; larger gets 413)",
     )
+    p.add_argument(
+        "--fitter-max-mb",
+        type=positive_int,
+        default=16,
+        metavar="N",
+        help=(
+            "MiB the proxy keeps of conversations it has seen, so their next requests are "
+            "not counted again (default 16; a quarter holds counts: give about 5 MiB per "
+            "MB of conversation text served at once, e.g. 128 for 20 concurrent "
+            "200k-token conversations)"
+        ),
+    )
     p.add_argument("--redis", metavar="URL", help="share learned state between replicas")
     p.add_argument(
         "--admin-key",
@@ -103,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
             max_body_bytes=args.max_body_bytes,
             admin_key=args.admin_key,
             redis_url=args.redis,
+            fitter_max_bytes=args.fitter_max_mb * 1024 * 1024,
         )
         loopback = is_loopback(args.host)
         app = create_proxy_app(config, loopback=loopback)
