@@ -1,0 +1,277 @@
+"""The simulator's one core and its two doors (serve-sim over HTTP, the in-process model).
+
+Both doors must count a request alike, refuse it alike and answer it with the same
+scripted model; the in-process door serves faults as the server does; and nothing in the
+simulator, the image rules or the request builder branches on a provider's name.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import windowfit
+from windowfit.agent import AgentInfo, ModelRequest, ModelResponse
+from windowfit.classify import ErrorKind, classify_error
+from windowfit.errors import SimulatedProviderError
+from windowfit.formats import anthropic, gemini, openai_chat
+from windowfit.server import SimConfig, SimServer, create_app, parse_fault, parse_scripted_tool
+from windowfit.sim import Scripted, SimulatedProvider
+from windowfit.simcore import ScriptedModel, SimCore, WindowRule
+from windowfit.tokens import SeedEstimator
+
+SRC = Path(windowfit.__file__).parent
+AGENT = AgentInfo("session", "main", "main")
+HEADERS = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
+TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "Bash",
+        "description": "Run a shell command.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"command": {"type": "string"}},
+            "required": ["command"],
+        },
+    },
+    {
+        "name": "Read",
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
+    },
+]
+
+
+def respond(provider: SimulatedProvider, messages: list[dict[str, Any]]) -> ModelResponse:
+    request = ModelRequest(AGENT, "You are a careful agent.", TOOLS, messages)
+    return asyncio.run(provider.respond(request))
+
+
+def tool_result(call_id: str, text: str) -> dict[str, Any]:
+    return {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": call_id, "content": text}],
+    }
+
+
+# --------------------------------------------------------------------------- no name branches
+
+#: The names a branch on a provider or format would compare with.
+PROVIDER_NAMES = {"anthropic", "openai", "openai-responses", "openai_chat", "responses", "gemini"}
+CHECKED = ["server", "sim", "simcore", "images.py", "_build.py"]
+
+
+def _literals(node: ast.expr) -> set[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return set().union(*(_literals(e) for e in node.elts)) if node.elts else set()
+    if isinstance(node, ast.Call) and node.args:  # frozenset({...}), set([...])
+        return _literals(node.args[0])
+    return set()
+
+
+def _name_branches(source: str) -> list[int]:
+    """The lines where ``source`` compares something with a provider's name."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if set().union(*(_literals(side) for side in sides)) & PROVIDER_NAMES:
+                found.append(node.lineno)
+    return found
+
+
+def _files() -> list[Path]:
+    out: list[Path] = []
+    for name in CHECKED:
+        target = SRC / name
+        out.extend(sorted(target.glob("*.py")) if target.is_dir() else [target])
+    return out
+
+
+def test_the_checked_files_exist() -> None:
+    files = _files()
+    assert len(files) > 15 and all(f.is_file() for f in files)
+
+
+@pytest.mark.parametrize("path", _files(), ids=lambda p: str(p.relative_to(SRC)))
+def test_no_branch_on_a_provider_name(path: Path) -> None:
+    """Each fact about an API is its door's or its dialect's (looking one up by name is
+    fine; comparing a name with a literal is a branch)."""
+    assert _name_branches(path.read_text(encoding="utf-8")) == []
+
+
+def test_the_branch_check_finds_each_form_of_a_branch() -> None:
+    code = (
+        'if provider == "anthropic": pass\n'
+        'if spec.name != "openai": pass\n'
+        'if name in ("gemini", "x"): pass\n'
+        'if "openai-responses" == kind: pass\n'
+        'if name in frozenset({"responses"}): pass\n'
+        'if name == "claude": pass\n'
+        'DOORS = {"gemini": 1}\n'
+    )
+    assert _name_branches(code) == [1, 2, 3, 4, 5]
+
+
+# --------------------------------------------------------------------------- one core, two doors
+
+
+def test_both_doors_are_the_same_core() -> None:
+    provider = SimulatedProvider(tokenizer=SeedEstimator())
+    assert isinstance(provider.core, SimCore)
+    assert isinstance(provider.policy, Scripted)
+    assert provider.policy.model is provider.core.model
+    app = create_app(SimConfig(tool_rounds=7), estimator=SeedEstimator())
+    core = app.state.sim.core
+    assert isinstance(core, SimCore)
+    assert core.model == ScriptedModel(tool_rounds=7)
+
+
+@pytest.mark.parametrize("words", [1, 50, 400])
+def test_both_doors_count_and_answer_a_request_alike(words: int) -> None:
+    messages = [{"role": "user", "content": "Read the part files, please. " * words}]
+    provider = SimulatedProvider(tokenizer="cl100k")
+    local = respond(provider, messages)
+    with SimServer(SimConfig(tokenizer="cl100k", cache_min_tokens=0)) as sim:
+        body = {
+            "model": "sim",
+            "max_tokens": 1000,
+            "system": "You are a careful agent.",
+            "tools": TOOLS,
+            "messages": messages,
+        }
+        served = httpx.post(f"{sim.url}/v1/messages", json=body, headers=HEADERS).json()
+    total = local.usage.total_input
+    assert total == provider.count(ModelRequest(AGENT, "You are a careful agent.", TOOLS, messages))
+    usage = served["usage"]
+    served_total = (
+        usage["input_tokens"]
+        + usage["cache_read_input_tokens"]
+        + usage["cache_creation_input_tokens"]
+    )
+    assert served_total == total
+    assert [b["type"] for b in served["content"]] == [b["type"] for b in local.content]
+    served_call = served["content"][-1]
+    (local_call,) = local.tool_calls
+    assert (served_call["name"], served_call["input"]) == (local_call.name, local_call.input)
+    assert local.usage.output_tokens == usage["output_tokens"]
+
+
+def test_the_in_process_door_follows_a_scripted_tool_plan() -> None:
+    script = parse_scripted_tool('Bash={"command": "cat part-{n}.txt"}')
+    model = ScriptedModel(tool_rounds=4, reply="Read {results} parts.", script=script)
+    provider = SimulatedProvider(Scripted(model), tokenizer=SeedEstimator())
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Read the parts."}]
+    commands = []
+    for _ in range(10):
+        answer = respond(provider, messages)
+        messages.append(answer.message())
+        if not answer.tool_calls:
+            break
+        (call,) = answer.tool_calls
+        commands.append(call.input["command"])
+        messages.append(tool_result(call.id, f"part {len(commands)}"))
+    assert commands == [f"cat part-{n}.txt" for n in range(1, 5)]
+    assert answer.text == "Read 4 parts."
+    assert answer.stop_reason == "end_turn"
+    ids = [b["id"] for m in messages if m["role"] == "assistant" for b in m["content"] if "id" in b]
+    assert len(set(ids)) == 4
+
+
+def test_the_in_process_door_refuses_in_the_anthropic_doors_words() -> None:
+    provider = SimulatedProvider(hard_limit=50, tokenizer=SeedEstimator())
+    with pytest.raises(SimulatedProviderError) as caught:
+        respond(provider, [{"role": "user", "content": "many words here " * 100}])
+    status, body = anthropic.overflow_error(provider.usage[AGENT.key].peak_tokens, 50)
+    assert (caught.value.status_code, caught.value.body) == (status, body)
+    assert classify_error(caught.value).kind is ErrorKind.CONTEXT_OVERFLOW
+
+
+# --------------------------------------------------------------------------- faults in process
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "kind"),
+    [
+        ("529", 529, ErrorKind.OVERLOADED),
+        ("429:retry_after=2", 429, ErrorKind.RATE_LIMIT),
+        ("500", 500, ErrorKind.SERVER),
+    ],
+)
+def test_the_in_process_door_serves_faults_as_the_server_does(
+    spec: str, status: int, kind: ErrorKind
+) -> None:
+    provider = SimulatedProvider(tokenizer=SeedEstimator(), faults=[parse_fault(spec)])
+    messages = [{"role": "user", "content": "hello"}]
+    with pytest.raises(SimulatedProviderError) as caught:
+        respond(provider, messages)
+    assert caught.value.status_code == status
+    assert caught.value.body["type"] == "error"
+    assert classify_error(caught.value).kind is kind
+    assert provider.faults_served == 1
+    assert provider.calls == 0  # a fault is served before the request reaches the model
+    assert respond(provider, messages).tool_calls  # the next request is answered
+    with SimServer(SimConfig(faults=(parse_fault(spec),))) as sim:
+        body = {"model": "m", "max_tokens": 10, "messages": messages}
+        served = httpx.post(f"{sim.url}/v1/messages", json=body, headers=HEADERS)
+    assert served.status_code == status
+    assert {k: v for k, v in served.json().items() if k != "request_id"} == caught.value.body
+
+
+def test_a_dropped_connection_in_process_is_a_connection_error() -> None:
+    provider = SimulatedProvider(tokenizer=SeedEstimator(), faults=[parse_fault("drop")])
+    with pytest.raises(ConnectionError):
+        respond(provider, [{"role": "user", "content": "hello"}])
+
+
+# --------------------------------------------------------------------------- the core's steps
+
+RULES = {
+    "anthropic": WindowRule(anthropic.overflow_error, anthropic.output_overflow_error),
+    "openai": WindowRule(openai_chat.overflow_error, openai_chat.output_overflow_error),
+    "gemini": WindowRule(gemini.overflow_error, counts_output=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+@pytest.mark.parametrize("reserve", [True, False])
+@given(tokens=st.integers(1, 3000), max_tokens=st.one_of(st.none(), st.integers(1, 3000)))
+def test_the_window_check(name: str, reserve: bool, tokens: int, max_tokens: int | None) -> None:
+    rule = RULES[name]
+    core = SimCore(window=2000, tokenizer=SeedEstimator(), reserve_output=reserve)
+    refusal = core.refusal(rule, tokens, max_tokens)
+    counted = tokens + (max_tokens or 0) if reserve and rule.counts_output else tokens
+    assert (refusal is None) == (counted <= 2000)
+    if tokens > 2000:
+        assert refusal == rule.overflow(tokens, 2000)
+    elif refusal is not None:
+        assert rule.output_overflow is not None and max_tokens is not None
+        assert refusal == rule.output_overflow(tokens, max_tokens, 2000)
+
+
+@given(
+    text=st.text(min_size=1, max_size=200), tokens=st.integers(1, 500), limit=st.integers(1, 500)
+)
+def test_an_answer_is_cut_to_its_output_limit(text: str, tokens: int, limit: int) -> None:
+    cut_text, cut_tokens, cut = SimCore.cut(text, tokens, limit)
+    assert cut == (tokens > limit)
+    assert cut_tokens == min(tokens, limit)
+    assert text.startswith(cut_text) and cut_text
+    if not cut:
+        assert cut_text == text
+
+
+def test_the_core_refuses_a_bad_window() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        SimCore(window=0, tokenizer=SeedEstimator())
