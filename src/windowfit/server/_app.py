@@ -461,7 +461,8 @@ class _App:
             if refusal is not None:
                 return refusal
         status = exc.status_code if isinstance(exc, HTTPException) else 404
-        door = next((d for d in set(_DOORS.values()) if d.recognises(request.headers)), _FALLBACK)
+        doors = dict.fromkeys(_DOORS.values())
+        door = next((d for d in doors if d.recognises(request.headers)), _FALLBACK)
         if status == 405:
             message = f"Method Not Allowed ({request.method} {request.url.path})"
         else:
