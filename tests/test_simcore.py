@@ -1,13 +1,12 @@
 """The simulator's one core and its two doors (serve-sim over HTTP, the in-process model).
 
 Both doors must count a request alike, refuse it alike and answer it with the same
-scripted model; the in-process door serves faults as the server does; and nothing in the
-simulator, the image rules or the request builder branches on a provider's name.
+scripted model, and the in-process door serves faults as the server does. (That neither
+branches on a provider's name is checked for the whole package in test_architecture.)
 """
 
 from __future__ import annotations
 
-import ast
 import asyncio
 from pathlib import Path
 from typing import Any
@@ -61,67 +60,6 @@ def tool_result(call_id: str, text: str) -> dict[str, Any]:
         "role": "user",
         "content": [{"type": "tool_result", "tool_use_id": call_id, "content": text}],
     }
-
-
-# --------------------------------------------------------------------------- no name branches
-
-#: The names a branch on a provider or format would compare with.
-PROVIDER_NAMES = {"anthropic", "openai", "openai-responses", "openai_chat", "responses", "gemini"}
-CHECKED = ["server", "sim", "simcore", "images.py", "_build.py"]
-
-
-def _literals(node: ast.expr) -> set[str]:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return {node.value}
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return set().union(*(_literals(e) for e in node.elts)) if node.elts else set()
-    if isinstance(node, ast.Call) and node.args:  # frozenset({...}), set([...])
-        return _literals(node.args[0])
-    return set()
-
-
-def _name_branches(source: str) -> list[int]:
-    """The lines where ``source`` compares something with a provider's name."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Compare):
-            sides = [node.left, *node.comparators]
-            if set().union(*(_literals(side) for side in sides)) & PROVIDER_NAMES:
-                found.append(node.lineno)
-    return found
-
-
-def _files() -> list[Path]:
-    out: list[Path] = []
-    for name in CHECKED:
-        target = SRC / name
-        out.extend(sorted(target.glob("*.py")) if target.is_dir() else [target])
-    return out
-
-
-def test_the_checked_files_exist() -> None:
-    files = _files()
-    assert len(files) > 15 and all(f.is_file() for f in files)
-
-
-@pytest.mark.parametrize("path", _files(), ids=lambda p: str(p.relative_to(SRC)))
-def test_no_branch_on_a_provider_name(path: Path) -> None:
-    """Each fact about an API is its door's or its dialect's (looking one up by name is
-    fine; comparing a name with a literal is a branch)."""
-    assert _name_branches(path.read_text(encoding="utf-8")) == []
-
-
-def test_the_branch_check_finds_each_form_of_a_branch() -> None:
-    code = (
-        'if provider == "anthropic": pass\n'
-        'if spec.name != "openai": pass\n'
-        'if name in ("gemini", "x"): pass\n'
-        'if "openai-responses" == kind: pass\n'
-        'if name in frozenset({"responses"}): pass\n'
-        'if name == "claude": pass\n'
-        'DOORS = {"gemini": 1}\n'
-    )
-    assert _name_branches(code) == [1, 2, 3, 4, 5]
 
 
 # --------------------------------------------------------------------------- one core, two doors
