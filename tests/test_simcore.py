@@ -17,12 +17,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import windowfit
-from windowfit.agent import AgentInfo, ModelRequest, ModelResponse
+from windowfit.agent import AgentInfo, ModelRequest, ModelResponse, Runtime
 from windowfit.classify import ErrorKind, classify_error
 from windowfit.errors import SimulatedProviderError
 from windowfit.formats import anthropic, gemini, openai_chat
+from windowfit.retry import RetryPolicy
 from windowfit.server import SimConfig, SimServer, create_app, parse_fault, parse_scripted_tool
-from windowfit.sim import Scripted, SimulatedProvider
+from windowfit.sim import LegacyShaper, Scripted, SimulatedProvider
 from windowfit.simcore import ScriptedModel, SimCore, WindowRule
 from windowfit.tokens import SeedEstimator
 
@@ -213,3 +214,48 @@ def test_an_answer_is_cut_to_its_output_limit(text: str, tokens: int, limit: int
 def test_the_core_refuses_a_bad_window() -> None:
     with pytest.raises(ValueError, match="positive"):
         SimCore(window=0, tokenizer=SeedEstimator())
+
+
+# --------------------------------------------------------------------------- a long scripted run
+
+
+@pytest.mark.parametrize("fitted", [True, False])
+def test_the_agent_runtime_runs_a_long_scripted_plan_in_process(
+    tmp_path: Path, fitted: bool
+) -> None:
+    """The runtime, driven by the scripted plan "read part-{n}.txt for n = 1..12": with
+    windowfit fitting each request to its budget the run finishes under the window (after
+    a 529 it retries); with the old trimming (nothing to cut in one turn) the provider
+    refuses a request in Anthropic's words and the run stops on the overflow."""
+    parts = 12
+    for n in range(1, parts + 1):
+        (tmp_path / f"part-{n}.txt").write_text(f"Part {n}\n" + "word " * 400, encoding="utf-8")
+    script = parse_scripted_tool('read_file={"path": "part-{n}.txt"}')
+    plan = ScriptedModel(tool_rounds=parts, reply="Read {results} parts.", script=script)
+    window, budget = 4_000, 3_000
+    seed = SeedEstimator()
+    provider = SimulatedProvider(
+        Scripted(plan), hard_limit=window, tokenizer=seed, faults=[parse_fault("529")]
+    )
+    runtime = Runtime(
+        provider,
+        workspace=tmp_path,
+        store=":memory:",
+        budget=budget,
+        estimator=seed,
+        shaper=None if fitted else LegacyShaper(10 * window),
+        max_depth=0,
+        learn=False,
+        retry=RetryPolicy(max_attempts=3, base_delay=0.0, max_delay=0.0, jitter=False),
+    )
+    result = asyncio.run(runtime.run("Read the parts."))
+    total = provider.total()
+    assert provider.faults_served == 1
+    if not fitted:
+        assert result.status == "overflow" and total.rejected == 1
+        assert total.peak_tokens > window
+        return
+    assert result.finished and result.answer == f"Read {parts} parts."
+    assert total.rejected == 0 and total.peak_tokens <= budget
+    assert result.stats.cleared > 0  # old parts were cleared to stay under the budget
+    assert total.requests == parts + 1
