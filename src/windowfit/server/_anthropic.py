@@ -635,14 +635,9 @@ async def serve(state: Any, call: Call, http: Http) -> Response:
         message_id, request.model, content, stop, usage, state.config.stream_chunk_chars
     )
     frames = [http.sse(name, payload) for name, payload in events]
-    fault, fault_frame = call.fault, b""
-    if fault is not None and fault.status is not None:
-        problem = http.fault_error(DOOR, fault)
-        entry.error = problem.kind
-        fault_frame = http.sse("error", problem.body)
-    elif fault is not None and fault.drop:
-        entry.error = "dropped"
-    return http.event_stream(frames, headers, fault, fault_frame)
+    problem = http.stream_fault(DOOR, call)
+    fault_frame = http.sse("error", problem.body) if problem is not None else b""
+    return http.event_stream(frames, headers, call.fault, fault_frame)
 
 
 def _recognises(headers: Mapping[str, str]) -> bool:

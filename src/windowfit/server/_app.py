@@ -318,6 +318,17 @@ def _late_fault(door: Door, fault: Fault | None, stream: bool) -> Response | Non
     raise _fault_error(door, fault)
 
 
+def _stream_fault(door: Door, call: Call) -> ProviderError | None:
+    fault = call.fault
+    if fault is not None and fault.status is not None:
+        error = _fault_error(door, fault)
+        call.entry.error = error.kind
+        return error
+    if fault is not None and fault.drop:
+        call.entry.error = "dropped"
+    return None
+
+
 def _describe(fault: Fault) -> str:
     if fault.drop:
         return "drop"
@@ -333,6 +344,7 @@ _HTTP = Http(
     dropped=lambda: _Dropped(),
     late_fault=_late_fault,
     fault_error=_fault_error,
+    stream_fault=_stream_fault,
     request_id=_request_id,
     streaming=StreamingResponse,
 )

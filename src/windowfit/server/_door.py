@@ -60,7 +60,9 @@ class Http:
     fault_frame)`` sends server-sent events with the fault, if any, after its
     ``after_events`` events; ``dropped()`` cuts the connection after the headers;
     ``late_fault(door, fault, stream)`` serves at once, to a request that is not streamed,
-    a fault meant for a stream's middle; ``fault_error(door, fault)`` is a fault's error."""
+    a fault meant for a stream's middle; ``fault_error(door, fault)`` is a fault's error;
+    ``stream_fault(door, call)`` the error a streamed answer carries after its
+    ``after_events`` events (``None`` for none, or for a drop), noted in the call's log."""
 
     json: Callable[..., Response]
     sse: Callable[[str | None, Any], bytes]
@@ -68,6 +70,7 @@ class Http:
     dropped: Callable[[], Response]
     late_fault: Callable[[Door, Fault | None, bool], Response | None]
     fault_error: Callable[[Door, Fault], ProviderError]
+    stream_fault: Callable[[Door, Call], ProviderError | None]
     request_id: Callable[[Door], dict[str, str]]
     streaming: Callable[..., Response]
 

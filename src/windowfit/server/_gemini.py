@@ -470,13 +470,7 @@ async def serve(state: Any, call: Call, http: Http) -> Response:
     chunks = stream_chunks(
         content, finish, model, response_id, metadata, state.config.stream_chunk_chars
     )
-    problem = (
-        http.fault_error(DOOR, fault) if fault is not None and fault.status is not None else None
-    )
-    if problem is not None:
-        entry.error = problem.kind
-    elif fault is not None and fault.drop:
-        entry.error = "dropped"
+    problem = http.stream_fault(DOOR, call)
     if call.request.query_params.get("alt") == "sse":
         frames = [http.sse(None, c) for c in chunks]
         fault_frame = http.sse(None, problem.body) if problem is not None else b""

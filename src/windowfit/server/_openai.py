@@ -628,14 +628,9 @@ async def serve(state: Any, call: Call, http: Http) -> Response:
         chunk=state.config.stream_chunk_chars,
     )
     frames = [http.sse(None, c) for c in chunks] + [http.sse(None, "[DONE]")]
-    fault, fault_frame = call.fault, b""
-    if fault is not None and fault.status is not None:
-        problem = http.fault_error(DOOR, fault)
-        entry.error = problem.kind
-        fault_frame = http.sse(None, problem.body)
-    elif fault is not None and fault.drop:
-        entry.error = "dropped"
-    return http.event_stream(frames, headers, fault, fault_frame)
+    problem = http.stream_fault(DOOR, call)
+    fault_frame = http.sse(None, problem.body) if problem is not None else b""
+    return http.event_stream(frames, headers, call.fault, fault_frame)
 
 
 DOOR = Door(

@@ -457,14 +457,12 @@ async def serve(state: Any, call: Call, http: Http) -> Response:
         chunk=state.config.stream_chunk_chars,
     )
     frames = [http.sse(e["type"], e) for e in events]
-    fault, fault_frame = call.fault, b""
-    if fault is not None and fault.status is not None:
-        problem = http.fault_error(DOOR, fault)
-        entry.error = problem.kind
-        fault_frame = http.sse("error", error_event(problem.body, fault.after_events or 0))
-    elif fault is not None and fault.drop:
-        entry.error = "dropped"
-    return http.event_stream(frames, headers, fault, fault_frame)
+    problem = http.stream_fault(DOOR, call)
+    fault_frame = b""
+    if problem is not None and call.fault is not None:
+        event = error_event(problem.body, call.fault.after_events or 0)
+        fault_frame = http.sse("error", event)
+    return http.event_stream(frames, headers, call.fault, fault_frame)
 
 
 DOOR = Door(
