@@ -19,8 +19,7 @@ from asgi_capture import capturing_sim_bodies
 from windowfit import ContextOverflowError, fit
 from windowfit.formats import DIALECTS
 from windowfit.logs import read_runs
-from windowfit.server import SimConfig, SimServer
-from windowfit.server._script import parse_scripted_tool
+from windowfit.server import SimConfig, SimServer, parse_scripted_tool
 
 CLAUDE = Path(__file__).resolve().parents[1] / "clients" / "node_modules" / ".bin" / "claude"
 DIALECT = DIALECTS["anthropic"]

@@ -114,8 +114,8 @@ def _place_note(out: list[Any], spec: FormatSpec, following: str, sizer: Sizer) 
     before = spec.from_message(out[-1], len(out) - 1)  # as sent (its results may be cleared)
     user_side = {"user", "tool"}
     same_side = (before.role in user_side) == (following in user_side)
-    own = spec.note_as_own_message
-    if own or same_side or (spec.name == "openai" and before.role != "user"):
+    own = spec.note_as_own_message or (spec.note_joins_only_user_messages and before.role != "user")
+    if own or same_side:
         model = spec.assistant_role
         role = model if before.role in user_side and following != model else "user"
         note = Message(role, (Text(TRIMMED_CONVERSATION_NOTE),), "string")

@@ -368,6 +368,7 @@ SPEC = FormatSpec(
     calls_field="tool_calls",
     clear=clear,
     strip=strip,
+    note_joins_only_user_messages=True,
 )
 
 
