@@ -20,6 +20,7 @@ from ..calibration import UsageCalibrator
 from ..errors import ContextOverflowError, MissingExtraError, SettingsError
 from ..fitter import Fitter
 from ..fitting import FitReport
+from ..formats import Usage
 from ..models import ModelLimits
 from ..profiles import default_estimator
 from ..settings import FitSettings
@@ -179,9 +180,7 @@ class Shaper:
         if input_tokens <= 0:
             return
         prepared = _Prepared({}, fitted.model, fitted.budget, fitted.estimated)
-        self.state.observe_usage(
-            prepared, {"prompt_tokens": input_tokens, "completion_tokens": output_tokens}
-        )
+        self.state.observe_usage(prepared, Usage(input_tokens, output_tokens))
 
 
 class _Ceiling:
