@@ -187,6 +187,7 @@ class _Fitting:
         self.state = state
         self.contents = _Contents()
         self.api: _Api = state.api_for(gemini.DIALECT, self.prepare)
+        state.api = self.api  # the client's one API: what ``state.call`` sends by default
 
     def prepare(
         self, kwargs: dict[str, Any], *, shrink: Correction | None = None, again: bool = False
