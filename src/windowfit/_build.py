@@ -36,8 +36,11 @@ class Built:
     prefix_end: int
 
 
-def build(fold: Fold, state: State, raw: Sequence[Any], n: int, sizer: Sizer) -> Built:
-    """The request for ``raw[:n]`` under ``state``."""
+def build(
+    fold: Fold, state: State, raw: Sequence[Any], n: int, sizer: Sizer, bound: int | None = None
+) -> Built:
+    """The request for ``raw[:n]`` under ``state``, within ``bound`` (the fold's budget
+    unless given: the model's window, for the smallest request over the budget)."""
     spec = fold.spec
     facts = fold.facts
     head_end = fold.head_end if fold.head_end >= 0 else n
@@ -95,9 +98,10 @@ def build(fold: Fold, state: State, raw: Sequence[Any], n: int, sizer: Sizer) ->
     limit = min(len(out), n)
     while prefix_end < limit and out[prefix_end] is raw[prefix_end]:
         prefix_end += 1
-    if total > fold.budget:  # the bound used while folding is an upper bound: never here
+    bound = fold.budget if bound is None else bound
+    if total > bound:  # the bound used while folding is an upper bound: never here
         raise ContextOverflowError(
-            "the shaped request is over the budget", tokens=total, limit=fold.budget
+            "the shaped request is over the budget", tokens=total, limit=bound
         )
     return Built(out, total, tuple(cleared_ids), dropped, note_index, prefix_end)
 
