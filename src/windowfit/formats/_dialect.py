@@ -87,3 +87,14 @@ class Dialect:
     stream_usage: Callable[[Any], Usage | None]
     overflow_error: Callable[[int, int], tuple[int, dict[str, Any]]]
     is_overflow: Callable[[int, Any], bool]
+
+    # -- the official Python SDK's side, for windowfit.wrap ---------------------------
+    #: The package of the API's official Python SDK (``""``: none), whose clients
+    #: :func:`windowfit.wrap` recognises by the module their type comes from.
+    sdk_package: str = ""
+    #: Where on such a client the API's requests are sent: the attribute path of the
+    #: resource (``"chat.completions"``), whose ``create``/``stream`` wrap fits.
+    sdk_resource: str = ""
+    #: Whether the API takes prompt-cache breakpoints (``cache_control``) on content
+    #: blocks, placed by ``wrap(..., cache_control=True)``.
+    cache_breakpoints: bool = False

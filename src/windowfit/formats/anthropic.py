@@ -547,4 +547,7 @@ DIALECT = Dialect(
     stream_usage=stream_usage,
     overflow_error=overflow_error,
     is_overflow=is_overflow,
+    sdk_package="anthropic",
+    sdk_resource="messages",
+    cache_breakpoints=True,
 )

@@ -638,4 +638,6 @@ DIALECT = Dialect(
     stream_usage=stream_usage,
     overflow_error=overflow_error,
     is_overflow=is_overflow,
+    sdk_package="google.genai",
+    sdk_resource="models",
 )

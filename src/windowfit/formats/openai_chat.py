@@ -503,4 +503,6 @@ DIALECT = Dialect(
     stream_usage=stream_usage,
     overflow_error=overflow_error,
     is_overflow=is_overflow,
+    sdk_package="openai",
+    sdk_resource="chat.completions",
 )
