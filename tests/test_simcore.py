@@ -91,7 +91,7 @@ def test_both_doors_count_and_answer_a_request_alike(words: int) -> None:
             "messages": messages,
         }
         served = httpx.post(f"{sim.url}/v1/messages", json=body, headers=HEADERS).json()
-    total = local.usage.total_input
+    total = local.usage.input_tokens
     assert total == provider.count(ModelRequest(AGENT, "You are a careful agent.", TOOLS, messages))
     usage = served["usage"]
     served_total = (

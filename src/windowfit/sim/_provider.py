@@ -311,10 +311,10 @@ class SimulatedProvider:
         return ModelResponse(
             content=content,
             usage=Usage(
-                input_tokens=0,
-                cache_read_input_tokens=read,
-                cache_creation_input_tokens=tokens - read,
+                input_tokens=tokens,
                 output_tokens=output,
+                cache_read_tokens=read,
+                cache_write_tokens=tokens - read,
             ),
             stop_reason=stop,
         )
