@@ -72,7 +72,7 @@ from .errors import ContextOverflowError, ConversationError, SettingsError
 from .fitter import Fitter
 from .fitting import FitReport, FitResult
 from .formats import DIALECTS, Dialect, Usage
-from .learning import Learner, conversation_key, overflow_correction
+from .learning import Learner, MemoryStore, conversation_key, overflow_correction
 from .models import ModelLimits, model_limits
 from .retry import RetryPolicy, retry_call, retry_call_async
 from .settings import FitSettings
@@ -152,6 +152,9 @@ class WrapStats:
     overflows: int = 0
     fitted: int = 0
     refits: int = 0  # requests fitted again, smaller, after the provider's overflow
+    counted: int = 0  # the provider's token count asked (verify="count_tokens")
+    count_refits: int = 0  # requests fitted again because that count was over the budget
+    count_failures: int = 0  # counts that failed (the request was sent as fitted)
     last_report: FitReport | None = None
     last_usage: UsageRecord | None = None
     errors: list[ErrorInfo] = field(default_factory=list)
@@ -367,6 +370,8 @@ class WrapState:
         sleep: Callable[[float], Any] | None,
         fitter: Fitter | None = None,
         learn: bool | Learner = True,
+        verify: str | None = None,
+        verify_band: float = 0.1,
     ) -> None:
         if budget is not None and (
             isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0
@@ -374,6 +379,21 @@ class WrapState:
             raise SettingsError(f"budget must be a positive whole number of tokens, not {budget!r}")
         #: The API's dialect (``provider`` is its name: ``DIALECTS[provider]``).
         self.dialect: Dialect = DIALECTS[provider]
+        if verify not in (None, "count_tokens"):
+            raise SettingsError(f"verify must be None or 'count_tokens', not {verify!r}")
+        if verify is not None and not self.dialect.count_method:
+            raise SettingsError(
+                f"verify='count_tokens' needs an API with a token-counting endpoint; "
+                f"{provider} has none (Anthropic Messages has one)"
+            )
+        if isinstance(verify_band, bool) or not isinstance(verify_band, (int, float)):
+            raise SettingsError(f"verify_band must be a number, not {verify_band!r}")
+        if not 0 < verify_band < 1:
+            raise SettingsError(f"verify_band must be between 0 and 1, not {verify_band!r}")
+        #: Ask the provider's free token count when an estimate lands within
+        #: ``verify_band`` (a fraction) below the budget, and fit to its answer.
+        self.verify = verify
+        self.verify_band = float(verify_band)
         self.provider = provider
         self.budget = budget
         self.settings = FitSettings.preset(settings) if isinstance(settings, str) else settings
@@ -619,6 +639,84 @@ class WrapState:
         if self.on_usage is not None:
             self.on_usage(record)
 
+    # -- the provider's own count (verify="count_tokens") ------------------------------
+
+    def counter(self, resource: Any, api: _Api) -> Callable[..., Any] | None:
+        """``resource``'s token-counting method when this client verifies, else None."""
+        if self.verify is None or not api.dialect.count_method:
+            return None
+        method = getattr(resource, api.dialect.count_method, None)
+        return method if callable(method) else None
+
+    def _worth_counting(self, prepared: _Prepared) -> bool:
+        """Whether the estimate lands in the band just below the budget, where an
+        estimate that errs low would put the request over it."""
+        budget = prepared.budget
+        low = budget * (1 - self.verify_band)
+        return prepared.estimated > 0 and low <= prepared.estimated <= budget
+
+    def _count_fields(self, prepared: _Prepared, api: _Api) -> dict[str, Any]:
+        return {k: v for k, v in prepared.kwargs.items() if k in api.dialect.count_fields}
+
+    def _fit_to_count(
+        self, kwargs: dict[str, Any], prepared: _Prepared, api: _Api, answer: Any
+    ) -> _Prepared:
+        """Learn from the provider's count and, if it is over the budget, fit again to
+        the budget it corrects (once). A re-fit that cannot fit leaves the request as
+        fitted: the provider, whose window is above the budget, judges it."""
+        self.stats.counted += 1
+        tokens = _field(answer, "input_tokens")
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
+            return prepared
+        shrink: Correction | None = None
+        if self.learner is not None and prepared.key is not None:
+            self.learner.observe(prepared.key, prepared.estimated, tokens)
+        else:
+            shrink = Learner(MemoryStore(1)).observe("count", prepared.estimated, tokens)
+        if tokens <= prepared.budget:
+            return prepared
+        try:
+            again = api.prepare(kwargs, shrink=shrink, again=True)
+        except ContextOverflowError:
+            return prepared
+        self.stats.count_refits += 1
+        return again
+
+    def verified(
+        self,
+        kwargs: dict[str, Any],
+        prepared: _Prepared,
+        api: _Api,
+        count: Callable[..., Any] | None,
+    ) -> _Prepared:
+        """``prepared``, or, when its estimate is near the budget, the request fitted to
+        the provider's own count (``count``: the SDK's counting method)."""
+        if count is None or not self._worth_counting(prepared):
+            return prepared
+        try:
+            answer = count(**self._count_fields(prepared, api))
+        except Exception:  # a failed count must not fail the request
+            self.stats.count_failures += 1
+            return prepared
+        return self._fit_to_count(kwargs, prepared, api, answer)
+
+    async def verified_async(
+        self,
+        kwargs: dict[str, Any],
+        prepared: _Prepared,
+        api: _Api,
+        count: Callable[..., Awaitable[Any]] | None,
+    ) -> _Prepared:
+        """:meth:`verified`, awaited."""
+        if count is None or not self._worth_counting(prepared):
+            return prepared
+        try:
+            answer = await count(**self._count_fields(prepared, api))
+        except Exception:  # a failed count must not fail the request
+            self.stats.count_failures += 1
+            return prepared
+        return self._fit_to_count(kwargs, prepared, api, answer)
+
     # -- sending ----------------------------------------------------------------------
 
     def _attempt(self, send: Callable[[dict[str, Any]], T], prepared: _Prepared) -> Callable[[], T]:
@@ -629,13 +727,18 @@ class WrapState:
         return attempt
 
     def send(
-        self, kwargs: dict[str, Any], send: Callable[[dict[str, Any]], Any], api: _Api | None = None
+        self,
+        kwargs: dict[str, Any],
+        send: Callable[[dict[str, Any]], Any],
+        api: _Api | None = None,
+        count: Callable[..., Any] | None = None,
     ) -> tuple[_Prepared, Any]:
         """Fit ``kwargs`` and ``send`` them, retrying what is worth retrying; after the
         provider's overflow, fit again smaller and send once more (:meth:`refit`).
+        ``count``: the provider's token count, asked near the budget (:meth:`verified`).
         Returns the request that was answered and the answer."""
         api = api or self.api
-        prepared = api.prepare(kwargs)
+        prepared = self.verified(kwargs, api.prepare(kwargs), api, count)
         sleep = self.sleep or time.sleep
         try:
             response = retry_call(
@@ -659,10 +762,11 @@ class WrapState:
         kwargs: dict[str, Any],
         send: Callable[[dict[str, Any]], Awaitable[Any]],
         api: _Api | None = None,
+        count: Callable[..., Awaitable[Any]] | None = None,
     ) -> tuple[_Prepared, Any]:
         """:meth:`send`, awaited."""
         api = api or self.api
-        prepared = api.prepare(kwargs)
+        prepared = await self.verified_async(kwargs, api.prepare(kwargs), api, count)
         sleep = self.sleep or asyncio.sleep
         try:
             response = await retry_call_async(
@@ -682,11 +786,15 @@ class WrapState:
         return prepared, response
 
     def call(
-        self, kwargs: dict[str, Any], send: Callable[[dict[str, Any]], Any], api: _Api | None = None
+        self,
+        kwargs: dict[str, Any],
+        send: Callable[[dict[str, Any]], Any],
+        api: _Api | None = None,
+        count: Callable[..., Any] | None = None,
     ) -> Any:
         """:meth:`send`, with the answer's usage observed (a stream's as it passes)."""
         api = api or self.api
-        prepared, response = self.send(kwargs, send, api)
+        prepared, response = self.send(kwargs, send, api, count)
         if kwargs.get("stream") is True:
             return _ObservedStream(response, api, prepared)
         api.observe_response(prepared, response)
@@ -697,10 +805,11 @@ class WrapState:
         kwargs: dict[str, Any],
         send: Callable[[dict[str, Any]], Awaitable[Any]],
         api: _Api | None = None,
+        count: Callable[..., Awaitable[Any]] | None = None,
     ) -> Any:
         """:meth:`call`, awaited."""
         api = api or self.api
-        prepared, response = await self.send_async(kwargs, send, api)
+        prepared, response = await self.send_async(kwargs, send, api, count)
         if kwargs.get("stream") is True:
             return _AsyncObservedStream(response, api, prepared)
         api.observe_response(prepared, response)
@@ -944,9 +1053,12 @@ class _Resource(_Passthrough):
         self._api = api
 
     def create(self, **kwargs: Any) -> Any:
+        count = self._state.counter(self._inner, self._api)
         if self._async:
-            return self._state.call_async(kwargs, lambda kw: self._inner.create(**kw), self._api)
-        return self._state.call(kwargs, lambda kw: self._inner.create(**kw), self._api)
+            return self._state.call_async(
+                kwargs, lambda kw: self._inner.create(**kw), self._api, count
+            )
+        return self._state.call(kwargs, lambda kw: self._inner.create(**kw), self._api, count)
 
     def stream(self, **kwargs: Any) -> Any:
         if self._async:
@@ -1041,6 +1153,8 @@ def wrap(
     sleep: Callable[[float], Any] | None = None,
     fitter: Fitter | None = None,
     learn: bool | Learner = True,
+    verify: str | None = None,
+    verify_band: float = 0.1,
 ) -> T:
     """``client`` with every request fitted, retried and measured (module docstring).
 
@@ -1061,7 +1175,11 @@ def wrap(
     ``on_usage(record)`` sees each answer's :class:`UsageRecord`, ``on_fit(report)`` each
     request's :class:`~windowfit.FitReport`. ``fitter``: the :class:`~windowfit.Fitter`
     that fits the requests (default: a new one, owned by the wrapped client; pass one to
-    share what it keeps between clients). The settings and counters are at
+    share what it keeps between clients). ``verify="count_tokens"`` (Anthropic): when a
+    fitted request's estimate lands within ``verify_band`` (a fraction, default 0.1)
+    below the budget, ask the API's free token count first and, if it is over the
+    budget, fit to it once (``stats.counted``, ``stats.count_refits``); a count that
+    fails leaves the request as fitted. The settings and counters are at
     ``wrapped.windowfit`` (a :class:`WrapState`).
     """
     from . import _wrap_gemini
@@ -1081,6 +1199,8 @@ def wrap(
         sleep=sleep,
         fitter=fitter,
         learn=learn,
+        verify=verify,
+        verify_band=verify_band,
     )
     if _wrap_gemini.is_gemini_client(client):  # its own client shape (``models``, ``aio``)
         return cast(T, _wrap_gemini.wrap_client(client, state))

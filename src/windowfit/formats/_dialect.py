@@ -98,3 +98,8 @@ class Dialect:
     #: Whether the API takes prompt-cache breakpoints (``cache_control``) on content
     #: blocks, placed by ``wrap(..., cache_control=True)``.
     cache_breakpoints: bool = False
+    #: The resource's free token-counting method (``""``: the API has none), which
+    #: ``wrap(..., verify="count_tokens")`` asks when an estimate lands near the budget,
+    #: and the request fields it takes.
+    count_method: str = ""
+    count_fields: tuple[str, ...] = ()
