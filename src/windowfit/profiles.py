@@ -91,7 +91,7 @@ import threading
 import zlib
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import starmap
 from types import MappingProxyType
@@ -520,6 +520,13 @@ class ClassEstimate:
 
 _EMOJI_CODE = _CLASS_TABLE[0xF0]  # the byte that stands for an emoji after translate
 
+#: ASCII bytes to their class (1-6, which is also their group); other bytes never meet it.
+_ASCII_CLASSES = bytes(_CLASS_TABLE[b] >> 3 if b < 0x80 else 0 for b in range(256))
+#: Times the classes as one integer: byte i becomes 8 * class i + class i-1 (at most
+#: 8 * 6 + 6 = 54, so no byte carries into the next), and one byte more holds the last
+#: class as the padding code.
+_ASCII_PAIR_MULTIPLIER = 8 + 256
+
 
 class ProfileEstimator(Estimator):
     """The estimate of a :class:`Profile`: the sum of the pair weights, an emoji's extra,
@@ -532,9 +539,48 @@ class ProfileEstimator(Estimator):
         self._table = profile.table
         self._framing = profile.framing
         self._emoji_units = round((profile.emoji_extra or 0.0) * WEIGHT_UNIT)
-        self._pad = profile.table[0]
+        # The padding byte after the last pair is a code of class 0 (it never occurs):
+        # every table _build_table makes weighs those codes 0. A table given by hand that
+        # does not is summed the slow way, which leaves the padding out.
+        self._padding_free = not any(profile.table[:8])
+        if type(self).estimate is ProfileEstimator.estimate:  # (a subclass keeps its own)
+            self.estimate = self._make_estimate()  # type: ignore[method-assign,assignment]
+
+    def _make_estimate(self) -> Callable[[str], int]:
+        """``estimate`` as a closure over the profile's numbers: most texts a fit counts
+        are short, and for them looking up attributes and globals costs as much as the
+        C passes do."""
+        table, framing, general = self._table, self._framing, self._estimate_any
+        if not self._padding_free:
+            return general
+        ascii_classes, multiplier = _ASCII_CLASSES, _ASCII_PAIR_MULTIPLIER
+        adler32, from_bytes, ceil, byte_sum = zlib.adler32, int.from_bytes, math.ceil, _byte_sum
+
+        def estimate(text: str) -> int:
+            if not text.isascii():
+                return general(text)
+            size = len(text)
+            if not size:
+                return 0
+            # ASCII: a character's group is its class, so its pair code (class << 3 |
+            # group before) is 8 * class + class before, the bytes of one product.
+            pairs = (
+                from_bytes(text.encode().translate(ascii_classes), "little") * multiplier
+            ).to_bytes(size + 1, "little")
+            if size <= _SHORT:
+                units = (adler32(pairs.translate(table)) & 0xFFFF) - 1
+            else:
+                units = byte_sum(pairs.translate(table), 0, size)
+            return ceil(units / WEIGHT_UNIT + framing)
+
+        return estimate
 
     def estimate(self, text: str) -> int:
+        # (replaced per instance by the closure _make_estimate builds; kept for the type)
+        return self._estimate_any(text)
+
+    def _estimate_any(self, text: str) -> int:
+        """The estimate of any text: UTF-8 bytes to classes to pairs to weights."""
         if not text:
             return 0
         data = text.encode("utf-8", "surrogatepass")  # a lone surrogate counts as Hangul
@@ -543,13 +589,13 @@ class ProfileEstimator(Estimator):
         else:
             classes = data.translate(_CLASS_TABLE, _CONTINUATION_BYTES)
         size = len(classes)
-        if size <= _SHORT:
-            # One adler32 sums the weights exactly (see _byte_sum); the padding byte's
-            # weight is taken off again (it is 0 in every table _build_table makes).
+        if size <= _SHORT and self._padding_free:
+            # One adler32 sums the weights exactly (see _byte_sum), the padding byte's
+            # (0) with them.
             class_bits, group_bits = _masks or _get_masks()
             codes = int.from_bytes(classes, "little")
             pairs = ((codes & class_bits) | (codes & group_bits) << 8).to_bytes(size + 1, "little")
-            units = (zlib.adler32(pairs.translate(self._table)) & 0xFFFF) - 1 - self._pad
+            units = (zlib.adler32(pairs.translate(self._table)) & 0xFFFF) - 1
         else:
             units = _weighted_units(classes, self._table)
         if self._emoji_units and b"\xf0" in data:
