@@ -319,7 +319,7 @@ def bench_real(n_messages: int = 2000, repeat: int = 9) -> list[dict[str, Any]]:
                     times[name].append(cpu(lambda f=fitter, m=batch, a=args: f.fit(m, **a)))
             fresh = _fresh(messages)
             times["seed"].append(
-                cpu(lambda m=fresh, a=args: Fitter().fit(m, estimator=seed, **a))  # type: ignore[arg-type]
+                cpu(lambda m=fresh, a=args, e=seed: Fitter().fit(m, estimator=e, **a))  # type: ignore[arg-type]
             )
         row: dict[str, Any] = {
             "format": fmt,
