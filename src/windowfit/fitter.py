@@ -13,6 +13,9 @@ Fitting is a pure function of the request (see :mod:`windowfit.fitting`); what a
   costly estimator such as a real tokenizer, every long text), keyed by the text itself,
   so that a conversation seen before is not counted again, whether it comes as the same
   objects or as a fresh copy.
+* **counts of short recurring texts** (tool names, empty results): at most 1,024 strings
+  of up to 32 characters per estimator and format (under 200 KB), only for a Fitter of
+  at least 4 MiB.
 
 Nothing a Fitter keeps refers to a message object (the text counts hold strings, within
 the bound). What it keeps is bounded by memory
