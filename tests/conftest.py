@@ -9,6 +9,10 @@ from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+# LiteLLM fetches its model price list from GitHub when imported, retrying for seconds
+# where there is no internet; its wheel carries a copy, which this makes it use.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 settings.register_profile(
     "default",
     max_examples=60,

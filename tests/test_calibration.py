@@ -17,6 +17,7 @@ from windowfit import classify_error, fit
 from windowfit.calibration import Correction, UsageCalibrator, provider_input_tokens
 from windowfit.classify import ErrorInfo, ErrorKind
 from windowfit.errors import CONTEXT_OVERFLOW_MESSAGE, SettingsError
+from windowfit.formats import Usage
 from windowfit.logs import RecordedUsage
 from windowfit.profiles import estimator_for
 
@@ -45,7 +46,8 @@ from windowfit.profiles import estimator_for
         (SimpleNamespace(prompt_tokens=42, completion_tokens=7), 42),
         # OpenAI responses, and windowfit's own log records: input_tokens is the total
         ({"input_tokens": 300, "input_tokens_details": {"cached_tokens": 100}}, 300),
-        (RecordedUsage(400, 300, 0, 10), 400),
+        (RecordedUsage(400, 10, cache_read_tokens=300), 400),
+        (Usage(400, 10, cache_read_tokens=300, cache_write_tokens=50), 400),
         # nothing to learn from
         (None, None),
         ({"output_tokens": 5}, None),

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from asgi_capture import capturing_sim_bodies
 from windowfit import ContextOverflowError, fit
 from windowfit.formats import DIALECTS
 from windowfit.logs import read_runs
 from windowfit.server import SimConfig, SimServer
-from windowfit.server import _run as server_run
 
 CODEX = Path(__file__).resolve().parents[1] / "clients" / "node_modules" / ".bin" / "codex"
 DIALECT = DIALECTS["openai-responses"]
@@ -34,49 +34,12 @@ pytestmark = [
 ]
 
 
-class _Capture:
-    """An ASGI wrapper that keeps every request body, then hands it to the app."""
-
-    def __init__(self, app: Any, bodies: list[tuple[str, bytes]]) -> None:
-        self.app = app
-        self.bodies = bodies
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        chunks = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body = b"".join(chunks)
-        self.bodies.append((scope["path"], body))
-        given = False
-
-        async def replay() -> Any:
-            nonlocal given
-            if not given:
-                given = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-
 @pytest.fixture(scope="module")
 def codex_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """One ``codex exec`` against serve-sim (three tool rounds, then the answer)."""
     home = tmp_path_factory.mktemp("codex-home")
     work = tmp_path_factory.mktemp("codex-work")
-    bodies: list[tuple[str, bytes]] = []
-    original = server_run.create_app
-    monkeypatch = pytest.MonkeyPatch()
-    monkeypatch.setattr(
-        server_run, "create_app", lambda *a, **k: _Capture(original(*a, **k), bodies)
-    )
-    with SimServer(SimConfig(tool_rounds=3)) as sim:
+    with capturing_sim_bodies() as bodies, SimServer(SimConfig(tool_rounds=3)) as sim:
         (home / "config.toml").write_text(
             'model = "gpt-5-codex"\nmodel_provider = "sim"\n\n[model_providers.sim]\n'
             f'name = "sim"\nbase_url = "{sim.openai_url}"\nwire_api = "responses"\n'
@@ -93,7 +56,6 @@ def codex_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
             timeout=300,
         )
         log = sim.stats()["log"]
-    monkeypatch.undo()
     yield {"done": done, "bodies": bodies, "log": log, "home": home}
 
 

@@ -91,13 +91,15 @@ def test_usage_from_stream_events() -> None:
     assert OPENAI.stream_usage(last) == Usage(9, 2)
 
 
-@pytest.mark.parametrize("dialect", [ANTHROPIC, OPENAI], ids=["anthropic", "openai"])
+@pytest.mark.parametrize("dialect", list(DIALECTS.values()), ids=list(DIALECTS))
 def test_overflow_bodies_are_recognised_and_classified(dialect: Any) -> None:
     status, body = dialect.overflow_error(215_000, 200_000)
     assert status == 400 and dialect.is_overflow(status, body)
     info = classify_error(status=status, body=body)
     assert info.kind is ErrorKind.CONTEXT_OVERFLOW
-    assert (info.prompt_tokens, info.limit) == (215_000, 200_000)
+    states_counts = "215" in str(body)  # Responses' real wording gives no numbers
+    expected = (215_000, 200_000) if states_counts else (None, None)
+    assert (info.prompt_tokens, info.limit) == expected
     assert not dialect.is_overflow(429, body)
     assert not dialect.is_overflow(400, {"error": {"message": "something else"}})
 

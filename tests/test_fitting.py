@@ -273,6 +273,33 @@ def test_a_corrected_message_is_accepted_after_an_error() -> None:
     assert fit([first, call, good], budget=1000).report.stage == 0
 
 
+def test_over_the_budget_sends_the_smallest_request_not_one_filled_to_the_window() -> None:
+    rounds = [("c1", "a" * 8_000), ("c2", "b" * 8_000), ("c3", "word " * 8_000)]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Read the files."}]
+    for call_id, text in rounds:
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": call_id, "name": "read", "input": {}}],
+            }
+        )
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": call_id, "content": text}],
+            }
+        )
+    whole = fit(messages, budget=10**6).report.tokens_after
+    latest = fit(messages[:1] + messages[-2:], budget=10**6).report.tokens_after
+    budget = latest // 2  # the latest round alone is over it; the window holds everything
+    result = fit(messages, budget=budget, limit=whole * 2)
+    assert result.report.over_budget and result.report.stage == 3
+    assert result.report.tokens_after < whole
+    assert result.messages[0]["content"].startswith(messages[0]["content"])  # with the note
+    assert result.messages[1:] == messages[-2:]  # and only the latest round
+    check_valid_request("anthropic", result.messages)
+
+
 def test_limit_turns_an_overflow_into_an_over_budget_request() -> None:
     """A request over windowfit's budget but inside the model's window still gets sent."""
     messages = _subagent(3, 40_000)  # the newest result alone is ~10k tokens
@@ -282,6 +309,15 @@ def test_limit_turns_an_overflow_into_an_over_budget_request() -> None:
     assert result.report.over_budget
     assert result.report.budget == 5000
     assert 5000 < result.report.tokens_after <= 20_000
+    # Over the budget by as little as can be: nothing smaller fits, and the window's own
+    # fit (which would take the answer's room) is larger.
+    smallest = result.report.tokens_after
+    with pytest.raises(ContextOverflowError):
+        fit(messages, budget=smallest - 1)
+    assert fit(messages, budget=20_000).report.tokens_after >= smallest
+    with pytest.raises(ContextOverflowError) as too_small:
+        fit(messages, budget=5000, limit=smallest - 1)
+    assert too_small.value.limit == smallest - 1  # the window, not the budget
     check_valid_request("anthropic", result.messages)
     with pytest.raises(ContextOverflowError):
         fit(messages, budget=5000, limit=6000)

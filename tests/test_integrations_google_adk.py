@@ -101,6 +101,10 @@ def test_agent_finishes_inside_the_window(sim: SimServer) -> None:
     assert len(_responses(events)) == ROUNDS  # the session keeps every result
     assert all(r == {"result": chapter(n)} for n, r in enumerate(_responses(events), 1))
     assert fitter.shaper.last_report is not None
+    # the answers' usageMetadata, read by the Gemini dialect, reached the shaper
+    record = fitter.shaper.state.stats.last_usage
+    assert record is not None and record.provider == "openai"
+    assert record.input_tokens == sim.stats()["log"][-1]["tokens"]
 
 
 @pytest.mark.slow

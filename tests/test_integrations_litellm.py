@@ -4,6 +4,7 @@ talks to the proxy over HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -12,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import openai
@@ -208,3 +210,19 @@ def test_fit_request_leaves_the_body_alone() -> None:
     assert hook.shaper.last_report is not None and hook.shaper.last_report.tokens_after <= 20_000
     other = WindowfitHook(budget=8_000, models=["only-this"])
     assert other.fit_request(body) is body
+
+
+def test_the_answers_usage_is_read_by_the_chat_dialect() -> None:
+    """What the success hook learns from: the answer's ``usage`` (LiteLLM's pydantic
+    ``Usage`` dumps to this JSON), cached part included."""
+    hook = WindowfitHook(budget=20_000)
+    body = {"model": "m", "messages": [{"role": "user", "content": TASK}], "litellm_call_id": "y"}
+    hook.fit_request(body)
+    usage: dict[str, Any] = {"prompt_tokens": 1_234, "completion_tokens": 5}
+    usage["prompt_tokens_details"] = {"cached_tokens": 1_000}
+    asyncio.run(hook.async_post_call_success_hook(body, None, SimpleNamespace(usage=usage)))
+    record = hook.shaper.state.stats.last_usage
+    assert record is not None
+    usage_read = record.usage
+    assert (usage_read.input_tokens, usage_read.output_tokens) == (1_234, 5)
+    assert usage_read.cache_read_tokens == 1_000

@@ -378,7 +378,9 @@ def test_mini_swe_agent_usage_and_the_unanswered_submit() -> None:
     assert run.requests[0] == RequestPoint(
         2,
         RecordedUsage(
-            usage["prompt_tokens"], usage["prompt_cache_hit_tokens"], 0, usage["completion_tokens"]
+            usage["prompt_tokens"],
+            usage["completion_tokens"],
+            cache_read_tokens=usage["prompt_cache_hit_tokens"],
         ),
     )
     # The exit message is dropped; the submit call it replaced gets a synthetic result.
@@ -535,7 +537,7 @@ def test_synthetic_claude_code_session(tmp_path: Path) -> None:
         {"role": "user", "content": [tool_result("t1"), tool_result("t2")]},
         {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
     ]
-    usage = RecordedUsage(125, 100, 20, 7)
+    usage = RecordedUsage(125, 7, cache_read_tokens=100, cache_write_tokens=20)
     assert run.requests == [RequestPoint(1, usage), RequestPoint(3, usage)]
     assert run.warnings == []
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -262,11 +263,17 @@ def _by_hand(estimator: ProfileEstimator, text: str) -> int:
 
 
 @pytest.mark.parametrize("family", PROFILE_FAMILIES)
-@pytest.mark.parametrize("size", [1, 255, 256, 257, 70_000, 600_001])
-def test_the_fast_count_is_the_sum_of_the_pair_weights(family: str, size: int) -> None:
-    """The C-speed passes (pieces of 2**18 characters, adler32 sums of 256 bytes) give
-    exactly the sum of the pair weights, across piece boundaries too."""
-    base = "def f(x):\n    return x + 1  # ок 中文 😀\n"
+@pytest.mark.parametrize("size", [1, 255, 256, 257, 4095, 4096, 4097, 8193, 70_000, 600_001])
+@pytest.mark.parametrize("script", ["mixed", "ascii", "heavy"])
+def test_the_fast_count_is_the_sum_of_the_pair_weights(family: str, size: int, script: str) -> None:
+    """The C-speed passes (pieces of 2**18 characters, adler32 sums of 4,096 nibbles) give
+    exactly the sum of the pair weights, across piece boundaries too, with the heaviest
+    weights too (digits after spaces, unmeasured classes)."""
+    base = {
+        "mixed": "def f(x):\n    return x + 1  # ок 中文 😀\n",
+        "ascii": "def f(x):\n    return x + 1  # 12 34 !?\n",
+        "heavy": " 1 2\u1000\u1000 ! 😀",
+    }[script]
     text = (base * (size // len(base) + 1))[:size]
     estimator = estimator_for(family=family)
     assert isinstance(estimator, ProfileEstimator)
@@ -388,3 +395,34 @@ def test_the_fast_count_matches_the_pair_weights_for_any_text(text: str) -> None
 def test_any_unicode_text_is_counted(text: str) -> None:
     for family in PROFILE_FAMILIES:
         assert estimator_for(family=family).estimate(text) >= (1 if text else 0)
+
+
+_ASCII_TEXT = st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=600)
+
+
+@pytest.mark.parametrize("family", PROFILE_FAMILIES)
+@given(text=_ASCII_TEXT)
+def test_the_ascii_path_is_the_sum_of_the_pair_weights(family: str, text: str) -> None:
+    """ASCII text is paired by one multiplication (its groups are its classes): the
+    count must be exactly the pair weights' sum, control characters and all."""
+    estimator = estimator_for(family=family)
+    assert isinstance(estimator, ProfileEstimator)
+    assert estimator.estimate(text) == _by_hand(estimator, text)
+
+
+def test_an_ascii_class_is_its_own_group() -> None:
+    """What the ASCII path relies on: each ASCII byte's class byte is class << 3 | class."""
+    from windowfit.profiles import _CLASS_TABLE
+
+    assert all(_CLASS_TABLE[b] >> 3 == _CLASS_TABLE[b] & 7 for b in range(0x80))
+    assert max(_CLASS_TABLE[b] >> 3 for b in range(0x80)) <= 6
+
+
+def test_a_table_given_by_hand_is_summed_without_the_padding() -> None:
+    """A hand-made table that weighs the never-occurring codes is still summed over the
+    text's own pairs only."""
+    base = get_profile("o200k")
+    table = bytes([9] * 8) + base.table[8:]
+    estimator = ProfileEstimator(replace(base, table=table))
+    for text in ("a", "hello world", "x" * 300, "ок"):
+        assert estimator.estimate(text) == _by_hand(estimator, text)

@@ -416,7 +416,7 @@ def test_a_client_that_leaves_cancels_its_upstream_request(
 
 
 def test_the_scripted_tool_drives_a_loop(tmp_path: Any) -> None:
-    from windowfit.server._script import parse_scripted_tool
+    from windowfit.server import parse_scripted_tool
 
     script = parse_scripted_tool('read_part={"number": "{n}", "note": ["part-{n}"]}')
     config = SimConfig(tool_rounds=2, reply="read all", script_tool=script)
@@ -453,7 +453,7 @@ def test_the_scripted_tool_drives_a_loop(tmp_path: Any) -> None:
     ids=["no-json", "no-name", "bad", "list"],
 )
 def test_a_bad_scripted_tool_is_a_clear_error(spec: str) -> None:
-    from windowfit.server._script import parse_scripted_tool
+    from windowfit.server import parse_scripted_tool
 
     with pytest.raises(ValueError, match=r"NAME=JSON|not JSON|JSON object"):
         parse_scripted_tool(spec)

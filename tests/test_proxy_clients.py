@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from windowfit.proxy import ProxyConfig, ProxyServer
-from windowfit.server import SimConfig, SimServer
-from windowfit.server._script import parse_scripted_tool
+from windowfit.server import SimConfig, SimServer, parse_scripted_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAUDE = ROOT / "clients" / "node_modules" / ".bin" / "claude"

@@ -15,8 +15,7 @@ import pytest
 
 from test_proxy_clients import ANSWER, PARTS, WINDOW, _parts
 from windowfit.proxy import ProxyConfig, ProxyServer
-from windowfit.server import SimConfig, SimServer
-from windowfit.server._script import parse_scripted_tool
+from windowfit.server import SimConfig, SimServer, parse_scripted_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 MINI = ROOT / ".venv-clients" / "bin" / "mini"

@@ -613,6 +613,10 @@ def test_unfittable_requests_and_runs_without_calls() -> None:
     assert report.unfittable == 1  # the request that ends with round 1's result
     told = report.policies["windowfit"]  # it knows the hard limit: sent over the budget
     assert (told.refused, told.over_budget, told.rejected) == (0, 1, 0)
+    # ... but only where no fit exists: where one does, it is within the budget.
+    assert len(report.unfittable_points) == 1
+    assert told.over_budget_fittable == 0 and 0 < told.worst_fittable <= 1
+    assert report.policies["raw"].over_budget_fittable >= 1
     alone = ReplayConfig(budget=budget, tokenizer="seed", fit_limit=False, fit_counts="exact")
     refused = replay_run(run, policies, alone).policies["windowfit"]
     assert (refused.refused, refused.over_budget) == (1, 0)

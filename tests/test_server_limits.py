@@ -14,8 +14,8 @@ import pytest
 
 from windowfit.server import SimConfig, SimServer
 from windowfit.server._app import FAULTS_BODY_EXAMPLE, MAX_JSON_DEPTH, nesting_exceeds
-from windowfit.server._cache import PrefixCache, Segment
 from windowfit.server._stats import LOG_SIZE, RequestLog, Stats
+from windowfit.simcore import PrefixCache, Segment
 
 KEY = "sk-sim-control-key-01"
 

@@ -152,23 +152,23 @@ def test_prefix_cache_reads_writes_and_breaks() -> None:
     s1, s2, s3 = provider.sizes([m1, m2, m3])
     fixed = provider.count(request([]))
     first = respond(provider, request([m1]))
-    assert first.usage.cache_read_input_tokens == 0
-    assert first.usage.cache_creation_input_tokens == fixed + s1
+    assert first.usage.cache_read_tokens == 0
+    assert first.usage.cache_write_tokens == fixed + s1
     second = respond(provider, request([m1, m2, m3]))
-    assert second.usage.cache_read_input_tokens == fixed + s1
-    assert second.usage.cache_creation_input_tokens == s2 + s3
+    assert second.usage.cache_read_tokens == fixed + s1
+    assert second.usage.cache_write_tokens == s2 + s3
     # Equal content is a cache hit even when it is another object.
     third = respond(provider, request([dict(m1), m2, m3, user("d")]))
-    assert third.usage.cache_read_input_tokens == fixed + s1 + s2 + s3
+    assert third.usage.cache_read_tokens == fixed + s1 + s2 + s3
     usage = provider.usage[AGENT.key]
     assert usage.breaks == 0
     # Changing an early message breaks the prefix: everything after it is written again.
     changed = respond(provider, request([m1, assistant("B" * 50), m3]))
-    assert changed.usage.cache_read_input_tokens == fixed + s1
+    assert changed.usage.cache_read_tokens == fixed + s1
     assert usage.breaks == 1
     # Another system prompt: nothing is read.
     other = respond(provider, request([m1], system="other"))
-    assert other.usage.cache_read_input_tokens == 0
+    assert other.usage.cache_read_tokens == 0
     assert usage.breaks == 2
     assert math.isclose(usage.cost, usage.cache_read * 0.1 + usage.cache_write * 1.25)
     assert 0 < usage.read_share < 1
@@ -180,7 +180,7 @@ def test_the_cache_is_per_agent() -> None:
     respond(provider, request([m]))
     other = AgentInfo("session", "main/1", "sub", 1, "main")
     answer = respond(provider, request([m], agent=other))
-    assert answer.usage.cache_read_input_tokens == 0
+    assert answer.usage.cache_read_tokens == 0
     assert set(provider.usage) == {AGENT.key, other.key}
     assert provider.total().requests == 2
 

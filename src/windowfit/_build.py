@@ -36,8 +36,11 @@ class Built:
     prefix_end: int
 
 
-def build(fold: Fold, state: State, raw: Sequence[Any], n: int, sizer: Sizer) -> Built:
-    """The request for ``raw[:n]`` under ``state``."""
+def build(
+    fold: Fold, state: State, raw: Sequence[Any], n: int, sizer: Sizer, bound: int | None = None
+) -> Built:
+    """The request for ``raw[:n]`` under ``state``, within ``bound`` (the fold's budget
+    unless given: the model's window, for the smallest request over the budget)."""
     spec = fold.spec
     facts = fold.facts
     head_end = fold.head_end if fold.head_end >= 0 else n
@@ -95,9 +98,10 @@ def build(fold: Fold, state: State, raw: Sequence[Any], n: int, sizer: Sizer) ->
     limit = min(len(out), n)
     while prefix_end < limit and out[prefix_end] is raw[prefix_end]:
         prefix_end += 1
-    if total > fold.budget:  # the bound used while folding is an upper bound: never here
+    bound = fold.budget if bound is None else bound
+    if total > bound:  # the bound used while folding is an upper bound: never here
         raise ContextOverflowError(
-            "the shaped request is over the budget", tokens=total, limit=fold.budget
+            "the shaped request is over the budget", tokens=total, limit=bound
         )
     return Built(out, total, tuple(cleared_ids), dropped, note_index, prefix_end)
 
@@ -110,8 +114,8 @@ def _place_note(out: list[Any], spec: FormatSpec, following: str, sizer: Sizer) 
     before = spec.from_message(out[-1], len(out) - 1)  # as sent (its results may be cleared)
     user_side = {"user", "tool"}
     same_side = (before.role in user_side) == (following in user_side)
-    own = spec.note_as_own_message
-    if own or same_side or (spec.name == "openai" and before.role != "user"):
+    own = spec.note_as_own_message or (spec.note_joins_only_user_messages and before.role != "user")
+    if own or same_side:
         model = spec.assistant_role
         role = model if before.role in user_side and following != model else "user"
         note = Message(role, (Text(TRIMMED_CONVERSATION_NOTE),), "string")

@@ -21,7 +21,7 @@ from .settings import FitSettings
 __all__ = ["Fold", "State"]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Result:
     message: int  # index of the message that carries the result
     call_id: str
@@ -100,12 +100,13 @@ class Fold:
                 # tools ran): a cut may fall before it, and its results then stay with
                 # their round (see ``kept_size``).
                 self.turn_starts.append(i)
-        ratio = self.settings.min_clear_ratio
-        for call_id, tokens, cleared in facts.results:
-            self.results.append(
-                _Result(i, call_id, tokens, tokens - cleared, tokens >= ratio * cleared)
-            )
-            self.result_msgs.append(i)
+        if facts.results:
+            ratio = self.settings.min_clear_ratio
+            for call_id, tokens, cleared in facts.results:
+                self.results.append(
+                    _Result(i, call_id, tokens, tokens - cleared, tokens >= ratio * cleared)
+                )
+                self.result_msgs.append(i)
 
     def approximate_bytes(self) -> int:
         """What this fold keeps, roughly, for the :class:`~windowfit.Fitter`'s memory bound

@@ -28,63 +28,31 @@ windowfit does not see: only the first is fitted. ``client.chats`` sessions are 
 SDK's own (they call the unwrapped models), unfitted. Streams are retried until their first
 chunk arrives (that is when the SDK sends the request); usage is read from the chunks as
 they pass, the last one holding the final counts.
+
+The calls go through the same path as the other SDKs' (:meth:`WrapState.send
+<windowfit.wrap.WrapState.send>`): each answer's usage teaches the conversation's
+correction (learning, on by default), and when the provider still rejects a request as
+too long, the count it states is learned, the contents are fitted again to the
+corrected budget and the smaller request is sent once (a hopeless request costs at most
+two HTTP requests).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
+from .calibration import Correction
 from .errors import ContextOverflowError, MissingExtraError
-from .fitter import Fitter
-from .fitting import FitReport, FitResult
+from .fitting import FitResult
 from .formats import gemini
-from .formats._dialect import Usage
-from .retry import RetryPolicy, retry_call, retry_call_async
-from .settings import FitSettings
-from .tokens import Estimator
+from .learning import conversation_key
+from .wrap import WrapState, _Api, _Passthrough, _Prepared
 
 __all__ = ["is_gemini_client", "wrap_client"]
 
 _MEMO_LIMIT = 100_000
-
-
-class _State(Protocol):
-    """What the wrapper uses of :class:`windowfit.wrap.WrapState` (which makes it and owns
-    the settings and counters; this module does not import it, so that ``wrap`` can
-    import this one)."""
-
-    stats: Any
-    retry: RetryPolicy
-    sleep: Callable[[float], Any] | None
-    fitter: Fitter
-    settings: FitSettings | None
-    estimator: Estimator | None
-    on_fit: Callable[[FitReport], object] | None
-
-    def limits_for(
-        self, model: str | None, max_tokens: int | None = None
-    ) -> tuple[int, int | None]: ...
-
-    def on_error(self, prepared: Any) -> Callable[[Any, int], None]: ...
-
-    def observe_usage(self, prepared: Any, usage: Any) -> None: ...
-
-
-@dataclass
-class _Prepared:
-    """A fitted call: the arguments to send and what fitting estimated."""
-
-    kwargs: dict[str, Any]
-    model: str
-    budget: int
-    estimated: int
-    key: str | None = None  # the conversation, for learning (not yet kept for Gemini)
-    overflow: Any = None  # the provider's overflow error, when it said so
 
 
 def is_gemini_client(client: Any) -> bool:
@@ -211,24 +179,23 @@ def _tools_json(tools: Any) -> list[Any] | None:
     return out
 
 
-def _usage(metadata: Any) -> Usage | None:
-    if metadata is None:
-        return None
-    return gemini.usage_from_metadata(
-        _dump(metadata) if not isinstance(metadata, Mapping) else metadata
-    )
-
-
 class _Fitting:
-    """Fits one client's calls (shared by the sync and async resources)."""
+    """Fits one client's calls and sends them through its :class:`WrapState` (shared by
+    the sync and async resources)."""
 
-    def __init__(self, state: _State) -> None:
+    def __init__(self, state: WrapState) -> None:
         self.state = state
         self.contents = _Contents()
+        self.api: _Api = state.api_for(gemini.DIALECT, self.prepare)
+        state.api = self.api  # the client's one API: what ``state.call`` sends by default
 
-    def prepare(self, kwargs: dict[str, Any]) -> _Prepared:
+    def prepare(
+        self, kwargs: dict[str, Any], *, shrink: Correction | None = None, again: bool = False
+    ) -> _Prepared:
+        """As :meth:`WrapState.prepare <windowfit.wrap.WrapState.prepare>`, for
+        ``contents`` and a ``config`` (``shrink``/``again``: the re-fit after an overflow)."""
         state = self.state
-        state.stats.calls += 1
+        state.stats.calls += not again
         model = model_name(kwargs.get("model"))
         items = self.contents.items(kwargs.get("contents"))
         if items is None:
@@ -237,22 +204,26 @@ class _Fitting:
         config = kwargs.get("config")
         limit_value = _setting(config, "maxOutputTokens", "max_output_tokens")
         max_tokens = limit_value if isinstance(limit_value, int) else None
-        budget, limit = state.limits_for(model or None, max_tokens)
-        raw_system = _setting(config, "systemInstruction", "system_instruction")
+        system = _system_json(_setting(config, "systemInstruction", "system_instruction"))
         tools = _tools_json(_setting(config, "tools", "tools"))
+        key = None
+        if state.learner is not None:
+            key = conversation_key(gemini.DIALECT.name, model, system, tools, messages)
+        budget, limit = state.limits_for(model or None, max_tokens, key=key, shrink=shrink)
         try:
             result: FitResult = state.fitter.fit(
                 messages,
                 budget=budget,
-                system=_system_json(raw_system),
+                system=system,
                 tools=tools,
                 settings=state.settings,
-                format="gemini",
+                format=gemini.SPEC.name,
                 estimator=state.estimator,
                 limit=limit,
+                model=model or None,
             )
         except ContextOverflowError:
-            state.stats.overflows += 1
+            state.stats.overflows += not again
             raise
         report = result.report
         state.stats.last_report = report
@@ -260,7 +231,7 @@ class _Fitting:
         if state.on_fit is not None:
             state.on_fit(report)
         out = self._send_form(result.messages, messages, items)
-        return _Prepared({**kwargs, "contents": out}, model, budget, report.tokens_after)
+        return _Prepared({**kwargs, "contents": out}, model, budget, report.tokens_after, key)
 
     @staticmethod
     def _send_form(fitted: list[Any], plain: list[Any], items: list[Any]) -> list[Any]:
@@ -281,115 +252,67 @@ class _Fitting:
     # -- sending ----------------------------------------------------------------------
 
     def call(self, send: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-        state = self.state
-        prepared = self.prepare(kwargs)
-
-        def attempt() -> Any:
-            state.stats.attempts += 1
-            return send(**prepared.kwargs)
-
-        response = retry_call(
-            attempt,
-            policy=state.retry,
-            on_error=state.on_error(prepared),
-            sleep=state.sleep or time.sleep,
-        )
-        state.observe_usage(prepared, _usage(getattr(response, "usage_metadata", None)))
+        prepared, response = self.state.send(kwargs, lambda kw: send(**kw), self.api)
+        self.api.observe_response(prepared, response)
         return response
 
     async def call_async(self, send: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-        state = self.state
-        prepared = self.prepare(kwargs)
+        async def sent(kw: dict[str, Any]) -> Any:
+            return await send(**kw)
 
-        async def attempt() -> Any:
-            state.stats.attempts += 1
-            return await send(**prepared.kwargs)
-
-        response = await retry_call_async(
-            attempt,
-            policy=state.retry,
-            on_error=state.on_error(prepared),
-            sleep=state.sleep or asyncio.sleep,
-        )
-        state.observe_usage(prepared, _usage(getattr(response, "usage_metadata", None)))
+        prepared, response = await self.state.send_async(kwargs, sent, self.api)
+        self.api.observe_response(prepared, response)
         return response
 
     def stream(self, send: Callable[..., Iterator[Any]], kwargs: dict[str, Any]) -> Iterator[Any]:
-        state = self.state
-        prepared = self.prepare(kwargs)
-
-        def attempt() -> tuple[Any, Iterator[Any]]:
-            state.stats.attempts += 1
-            chunks = iter(send(**prepared.kwargs))
+        def opened(kw: dict[str, Any]) -> tuple[Any, Iterator[Any]]:
+            chunks = iter(send(**kw))  # the SDK sends the request for the first chunk
             return next(chunks, _END), chunks
 
-        first, rest = retry_call(
-            attempt,
-            policy=state.retry,
-            on_error=state.on_error(prepared),
-            sleep=state.sleep or time.sleep,
-        )
+        prepared, (first, rest) = self.state.send(kwargs, opened, self.api)
         return self._observed(prepared, first, rest)
 
     def _observed(self, prepared: _Prepared, first: Any, rest: Iterator[Any]) -> Iterator[Any]:
-        last: Usage | None = None
+        pending: dict[str, Any] = {}
         try:
             if first is not _END:
-                last = _usage(getattr(first, "usage_metadata", None)) or last
+                self.api.observe_event(prepared, first, pending)
                 yield first
             for chunk in rest:
-                last = _usage(getattr(chunk, "usage_metadata", None)) or last
+                self.api.observe_event(prepared, chunk, pending)
                 yield chunk
         finally:
-            if last is not None:
-                self.state.observe_usage(prepared, last)
+            self.api.observe_end(prepared, pending)
 
     async def stream_async(
         self, send: Callable[..., Any], kwargs: dict[str, Any]
     ) -> AsyncIterator[Any]:
-        state = self.state
-        prepared = self.prepare(kwargs)
-
-        async def attempt() -> tuple[Any, AsyncIterator[Any]]:
-            state.stats.attempts += 1
-            chunks = (await send(**prepared.kwargs)).__aiter__()
+        async def opened(kw: dict[str, Any]) -> tuple[Any, AsyncIterator[Any]]:
+            chunks = (await send(**kw)).__aiter__()
             try:
                 return await chunks.__anext__(), chunks
             except StopAsyncIteration:
                 return _END, chunks
 
-        first, rest = await retry_call_async(
-            attempt,
-            policy=state.retry,
-            on_error=state.on_error(prepared),
-            sleep=state.sleep or asyncio.sleep,
-        )
+        prepared, (first, rest) = await self.state.send_async(kwargs, opened, self.api)
         return self._observed_async(prepared, first, rest)
 
     async def _observed_async(
         self, prepared: _Prepared, first: Any, rest: AsyncIterator[Any]
     ) -> AsyncIterator[Any]:
-        last: Usage | None = None
+        pending: dict[str, Any] = {}
         try:
             if first is not _END:
-                last = _usage(getattr(first, "usage_metadata", None)) or last
+                self.api.observe_event(prepared, first, pending)
                 yield first
             async for chunk in rest:
-                last = _usage(getattr(chunk, "usage_metadata", None)) or last
+                self.api.observe_event(prepared, chunk, pending)
                 yield chunk
         finally:
-            if last is not None:
-                self.state.observe_usage(prepared, last)
+            self.api.observe_end(prepared, pending)
 
 
 _END = object()  # a stream that ended before its first chunk
-
-
-class _Passthrough:
-    _original: Any
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._original, name)
 
 
 class _Models(_Passthrough):
@@ -429,7 +352,7 @@ class _Aio(_Passthrough):
 class _Client(_Passthrough):
     """The wrapped ``google.genai.Client`` (see the module docstring)."""
 
-    def __init__(self, client: Any, state: _State) -> None:
+    def __init__(self, client: Any, state: WrapState) -> None:
         self._original = client
         self.windowfit = state
         fitting = _Fitting(state)
@@ -447,6 +370,6 @@ class _Client(_Passthrough):
         return f"<windowfit.wrap of {self._original!r}>"
 
 
-def wrap_client(client: Any, state: _State) -> Any:
+def wrap_client(client: Any, state: WrapState) -> Any:
     """``client`` (a ``google.genai.Client``) with its generate calls fitted."""
     return _Client(client, state)

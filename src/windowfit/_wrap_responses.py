@@ -17,7 +17,7 @@ fitted to what remains of the budget.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .calibration import Correction
@@ -27,33 +27,17 @@ from .formats import openai_responses as fmt
 from .learning import conversation_key
 from .profiles import default_estimator
 from .sizing import Sizer
-from .wrap import (
-    WrapState,
-    _Api,
-    _AsyncStreamManager,
-    _field,
-    _given,
-    _Passthrough,
-    _Prepared,
-    _StreamManager,
-    _to_plain,
-)
+from .wrap import WrapState, _given, _Prepared, _to_plain
 
-__all__ = ["Responses"]
+__all__ = ["prepare_for"]
 
 _NAME = fmt.DIALECT.name
 
 
-def _numbers(usage: Any) -> tuple[int, int, int, int] | None:
-    found = fmt.DIALECT.usage(_to_plain(usage)) if usage is not None else None
-    if found is None:
-        return None
-    return (
-        found.input_tokens,
-        found.cache_read_tokens,
-        found.cache_write_tokens,
-        found.output_tokens,
-    )
+def prepare_for(state: WrapState) -> Callable[..., _Prepared]:
+    """How ``client.responses`` requests are fitted on a wrapped client's ``state`` (see
+    :meth:`windowfit.wrap.WrapState.api_for`; usage is read by the Responses dialect)."""
+    return _ResponsesApi(state).prepare
 
 
 def _max_output(kwargs: Mapping[str, Any]) -> int | None:
@@ -74,13 +58,10 @@ def _leading_outputs(items: list[Any]) -> int:
 
 
 class _ResponsesApi:
-    """Fitting and usage for the Responses API, on a wrapped client's :class:`WrapState`."""
+    """Fitting for the Responses API, on a wrapped client's :class:`WrapState`."""
 
     def __init__(self, state: WrapState) -> None:
         self.state = state
-
-    def api(self) -> _Api:
-        return _Api(self.prepare, self.observe_response, self.observe_event, self.observe_closed)
 
     def prepare(
         self, kwargs: dict[str, Any], *, shrink: Correction | None = None, again: bool = False
@@ -154,39 +135,3 @@ class _ResponsesApi:
             state.on_fit(report)
         body = fmt.DIALECT.write_request(kwargs, [*lead, *result.messages], instructions)
         return _Prepared(body, model_name, budget, report.tokens_after + lead_tokens, key)
-
-    def observe_response(self, prepared: _Prepared, response: Any) -> None:
-        self.state.observe_numbers(prepared, _numbers(_field(response, "usage")), _NAME)
-
-    def observe_event(self, prepared: _Prepared, event: Any, pending: dict[str, Any]) -> None:
-        if _field(event, "type") in fmt.FINAL_EVENTS and not pending.get("seen"):
-            pending["seen"] = True
-            self.observe_response(prepared, _field(event, "response"))
-
-    def observe_closed(self, prepared: _Prepared, stream: Any) -> None:
-        """The ``.stream()`` helper's final response (the SDK keeps it once the
-        ``response.completed`` event was read; nothing is read here)."""
-        completed = getattr(getattr(stream, "_state", None), "_completed_response", None)
-        if completed is not None:
-            self.observe_response(prepared, completed)
-
-
-class Responses(_Passthrough):
-    """``client.responses`` (``create`` and ``stream`` fitted; the rest the SDK's own)."""
-
-    def __init__(self, state: WrapState, inner: Any, original: Any, is_async: bool) -> None:
-        self._state = state
-        self._inner = inner
-        self._original = original
-        self._async = is_async
-        self._api = _ResponsesApi(state).api()
-
-    def create(self, **kwargs: Any) -> Any:
-        if self._async:
-            return self._state.call_async(kwargs, lambda kw: self._inner.create(**kw), self._api)
-        return self._state.call(kwargs, lambda kw: self._inner.create(**kw), self._api)
-
-    def stream(self, **kwargs: Any) -> Any:
-        if self._async:
-            return _AsyncStreamManager(self._state, kwargs, self._inner.stream, self._api)
-        return _StreamManager(self._state, kwargs, self._inner.stream, self._api)

@@ -65,6 +65,7 @@ from typing import Any
 
 from .classify import ErrorInfo
 from .errors import SettingsError
+from .formats import Usage
 
 __all__ = ["Correction", "UsageCalibrator", "provider_input_tokens"]
 
@@ -104,10 +105,13 @@ def provider_input_tokens(usage: Any) -> int | None:
     """The whole input the provider counted, from a response's ``usage`` (an SDK object
     or its JSON): Anthropic ``input_tokens + cache_read_input_tokens +
     cache_creation_input_tokens``; OpenAI Chat ``prompt_tokens`` (cached tokens are part
-    of it); OpenAI Responses ``input_tokens``; a :class:`windowfit.logs.RecordedUsage`.
-    ``None`` when ``usage`` holds no input count."""
+    of it); OpenAI Responses ``input_tokens``; windowfit's own
+    :class:`~windowfit.formats.Usage` (what a dialect read, a log record), whose
+    ``input_tokens`` is the whole input. ``None`` when ``usage`` holds no input count."""
     if usage is None:
         return None
+    if isinstance(usage, Usage):
+        return usage.input_tokens
     prompt = _field(usage, "prompt_tokens")
     if prompt is not None:
         return _count(prompt)
@@ -117,7 +121,7 @@ def provider_input_tokens(usage: Any) -> int | None:
     total = _count(base)
     read = _field(usage, "cache_read_input_tokens")
     write = _field(usage, "cache_creation_input_tokens")
-    if read is None and write is None:  # RecordedUsage: input_tokens is already the total
+    if read is None and write is None:  # Responses: input_tokens is already the total
         return total
     return total + _count(read) + _count(write)
 

@@ -13,6 +13,9 @@ Fitting is a pure function of the request (see :mod:`windowfit.fitting`); what a
   costly estimator such as a real tokenizer, every long text), keyed by the text itself,
   so that a conversation seen before is not counted again, whether it comes as the same
   objects or as a fresh copy.
+* **counts of short recurring texts** (tool names, empty results): at most 1,024 strings
+  of up to 32 characters per estimator and format (under 200 KB), only for a Fitter of
+  at least 4 MiB.
 
 Nothing a Fitter keeps refers to a message object (the text counts hold strings, within
 the bound). What it keeps is bounded by memory
@@ -260,19 +263,28 @@ class Fitter:
         snap = fold.snapshot()
         try:
             state = fold.step(fold.state if not settings.stateless else State(), n)
+            bound: int | None = None
             if state.failed or (fold.head_end < 0 and tokens_before > budget):
-                if limit is not None and limit > budget:
-                    return None
                 needed = (
                     fold.size(state.cleared, state.cut, n) if fold.head_end >= 0 else tokens_before
                 )
-                raise ContextOverflowError(
-                    "the first message, the current turn's opening message and the latest "
-                    "tool round do not fit the budget",
-                    tokens=needed,
-                    limit=budget,
-                )
-            built = build(fold, state, messages, n, sizer)
+                if limit is not None and limit > budget:
+                    if fold.head_end < 0:
+                        return None  # nothing to clear or cut: fitted to the window instead
+                    if needed <= limit:
+                        # Over the budget by as little as can be: the smallest request
+                        # (everything cleared, cut to the latest round), not one filled
+                        # up to the window, which would take the answer's room too.
+                        bound = limit
+                if bound is None:
+                    window = limit is not None and limit > budget
+                    raise ContextOverflowError(
+                        "the first message, the current turn's opening message and the latest "
+                        f"tool round do not fit the {'window' if window else 'budget'}",
+                        tokens=needed,
+                        limit=limit if window and limit is not None else budget,
+                    )
+            built = build(fold, state, messages, n, sizer, bound)
         finally:
             fold.restore(snap)
         report = FitReport(
@@ -289,6 +301,7 @@ class Fitter:
             messages_before=n,
             messages_after=len(built.out),
             clearing_exhausted=state.exhausted,
+            over_budget=bound is not None,
         )
         return built.out, report
 

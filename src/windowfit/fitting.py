@@ -53,7 +53,8 @@ class FitReport:
     the output (``None`` without one). ``clearing_exhausted``: at an earlier request, stage
     1 cleared all it could without reaching its low-water mark, so the next time the request
     outgrows the budget stages 2 and 3 take over. ``over_budget``: nothing fitted the
-    budget, and the request was fitted to the ``limit`` given to :func:`fit` instead.
+    budget, and the smallest request was sent instead, within the ``limit`` given to
+    :func:`fit`.
     """
 
     stage: int
@@ -130,9 +131,11 @@ def fit(
     ``estimator=estimator_for(family="seed")``.
 
     ``limit`` is the model's hard context window, when known (the budget is windowfit's
-    own, lower limit). When nothing fits the budget but the request can be fitted to the
-    limit, that request is returned (``report.over_budget``) rather than an error: a
-    request over the budget but inside the window still gets an answer.
+    own, lower limit). When nothing fits the budget but the smallest request fitting can
+    make (every clearable result cleared, cut to the latest round) fits the limit, that
+    request is returned (``report.over_budget``) rather than an error: a request over the
+    budget but inside the window still gets an answer, over the budget by as little as
+    can be, leaving the answer its room.
 
     Raises :class:`~windowfit.ContextOverflowError` when even the first message, the
     current turn's opening message and the latest tool round do not fit, and

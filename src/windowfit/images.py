@@ -20,7 +20,7 @@ import base64
 import binascii
 import math
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = [
@@ -32,9 +32,6 @@ __all__ = [
 ]
 
 ANTHROPIC_IMAGE_MAX = 1600
-#: The formats whose images cost by OpenAI's rule (Chat ``image_url``, Responses
-#: ``input_image``).
-_OPENAI_RULE = frozenset({"openai", "openai-responses"})
 OPENAI_IMAGE_MAX = 85 + 170 * 8  # 768 x 2048: 2 x 4 tiles
 GEMINI_IMAGE_FLOOR = 1120  # Gemini 3, media_resolution high (its default for images)
 GEMINI_IMAGE_MAX = 258 * 12  # an unreadable image: a 4K frame's 4 x 3 tiles
@@ -97,29 +94,52 @@ def _decode(source: Mapping[str, Any]) -> bytes | None:
         return None
 
 
-def image_tokens(source: Mapping[str, Any], provider: str, detail: str | None = None) -> int:
-    """Tokens an image costs under ``provider``'s rule ("anthropic", "openai", "gemini")."""
-    data = _decode(source)
-    size = image_size(data) if data else None
-    if provider in _OPENAI_RULE:
-        if (detail or source.get("detail")) == "low":
-            return 85
-        if size is None:
-            return OPENAI_IMAGE_MAX
-        width, height = float(size[0]), float(size[1])
-        scale = min(1.0, 2048 / max(width, height, 1.0))
-        width, height = width * scale, height * scale
-        scale = min(1.0, 768 / max(min(width, height), 1.0))
-        width, height = width * scale, height * scale
-        return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
-    if provider == "gemini":
-        if size is None:
-            return GEMINI_IMAGE_MAX
-        tiles = 1 if max(size) <= 384 else math.ceil(size[0] / 768) * math.ceil(size[1] / 768)
-        return max(GEMINI_IMAGE_FLOOR, 258 * tiles)
+Size = tuple[int, int]
+
+
+def _openai_tokens(size: Size | None, detail: str | None) -> int:
+    if detail == "low":
+        return 85
+    if size is None:
+        return OPENAI_IMAGE_MAX
+    width, height = float(size[0]), float(size[1])
+    scale = min(1.0, 2048 / max(width, height, 1.0))
+    width, height = width * scale, height * scale
+    scale = min(1.0, 768 / max(min(width, height), 1.0))
+    width, height = width * scale, height * scale
+    return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
+
+
+def _gemini_tokens(size: Size | None, detail: str | None) -> int:
+    if size is None:
+        return GEMINI_IMAGE_MAX
+    tiles = 1 if max(size) <= 384 else math.ceil(size[0] / 768) * math.ceil(size[1] / 768)
+    return max(GEMINI_IMAGE_FLOOR, 258 * tiles)
+
+
+def _anthropic_tokens(size: Size | None, detail: str | None) -> int:
     if size is None:
         return ANTHROPIC_IMAGE_MAX
     w, h = size
     scale = min(1.0, 1568 / max(w, h, 1))
     area = w * h * scale * scale
     return min(ANTHROPIC_IMAGE_MAX, max(1, math.ceil(area / 750)))
+
+
+#: Each wire format's rule (Chat ``image_url`` and Responses ``input_image`` cost by
+#: OpenAI's); a format not listed costs by Anthropic's.
+_RULES: dict[str, Callable[[Size | None, str | None], int]] = {
+    "anthropic": _anthropic_tokens,
+    "openai": _openai_tokens,
+    "openai-responses": _openai_tokens,
+    "gemini": _gemini_tokens,
+}
+
+
+def image_tokens(source: Mapping[str, Any], provider: str, detail: str | None = None) -> int:
+    """Tokens an image costs under ``provider``'s rule ("anthropic", "openai", "gemini")."""
+    data = _decode(source)
+    size = image_size(data) if data else None
+    rule = _RULES.get(provider, _anthropic_tokens)
+    given = source.get("detail")
+    return rule(size, detail or (given if isinstance(given, str) else None))

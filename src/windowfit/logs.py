@@ -4,7 +4,8 @@
 run holds provider-format ``messages`` that can be sent as they are, plus one
 :class:`RequestPoint` per model call: the call at ``index`` was sent ``messages[:index]``
 and produced ``messages[index]``. When the log kept the provider's token counts they
-travel in :class:`RecordedUsage`, the ground truth an estimator can be checked against.
+travel in :class:`~windowfit.formats.Usage` (``RecordedUsage``), the ground truth an
+estimator can be checked against.
 
 The format is found from the content, not the file name (``Run.kind`` in brackets):
 
@@ -133,7 +134,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from windowfit.errors import ConversationError, LogFormatError
-from windowfit.formats import get_format
+from windowfit.formats import Usage, get_format
 from windowfit.formats._rules import PairingRule
 from windowfit.sizing import Sizer
 
@@ -200,22 +201,14 @@ _OPENAI_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
 _NOT_MODELS = frozenset({"replay", "human", "human_thought", "instant_empty_submit"})
 
 
-@dataclass(frozen=True)
-class RecordedUsage:
-    """Token counts the provider reported for one request.
-
-    ``input_tokens`` is the whole input the provider counted: for Anthropic
-    ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``, for
-    OpenAI-compatible providers ``prompt_tokens``. ``cache_read_tokens`` is the part
-    read from the prompt cache (Anthropic ``cache_read_input_tokens``, DeepSeek
-    ``prompt_cache_hit_tokens``, OpenAI ``prompt_tokens_details.cached_tokens``) and
-    ``cache_write_tokens`` the part written to it (Anthropic only; 0 otherwise).
-    """
-
-    input_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
-    output_tokens: int | None
+#: Token counts the provider reported for one request: windowfit's one usage type
+#: (:class:`windowfit.formats.Usage`; ``input_tokens`` is the whole input, cached parts
+#: included). Logs read it as the providers report it: Anthropic
+#: ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``,
+#: OpenAI-compatible ``prompt_tokens`` with the cached part from DeepSeek's
+#: ``prompt_cache_hit_tokens`` or OpenAI's ``prompt_tokens_details.cached_tokens``; an
+#: output count the log does not hold is 0.
+RecordedUsage = Usage
 
 
 @dataclass(frozen=True)
@@ -223,7 +216,7 @@ class RequestPoint:
     """One model call: it was sent ``messages[:index]`` and answered ``messages[index]``."""
 
     index: int
-    usage: RecordedUsage | None
+    usage: Usage | None
 
 
 @dataclass(frozen=True)
@@ -465,7 +458,7 @@ class _Msg:
     data: dict[str, Any]
     where: str
     response: bool = False
-    usage: RecordedUsage | None = None
+    usage: Usage | None = None
     msg_id: str | None = None
 
 
@@ -473,7 +466,7 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _anthropic_usage(usage: Any) -> RecordedUsage | None:
+def _anthropic_usage(usage: Any) -> Usage | None:
     if not isinstance(usage, dict):
         return None
     uncached = _int(usage.get("input_tokens"))
@@ -481,10 +474,11 @@ def _anthropic_usage(usage: Any) -> RecordedUsage | None:
         return None
     read = _int(usage.get("cache_read_input_tokens")) or 0
     write = _int(usage.get("cache_creation_input_tokens")) or 0
-    return RecordedUsage(uncached + read + write, read, write, _int(usage.get("output_tokens")))
+    output = _int(usage.get("output_tokens")) or 0
+    return Usage(uncached + read + write, output, cache_read_tokens=read, cache_write_tokens=write)
 
 
-def _openai_usage(usage: Any) -> RecordedUsage | None:
+def _openai_usage(usage: Any) -> Usage | None:
     if not isinstance(usage, dict):
         return None
     prompt = _int(usage.get("prompt_tokens"))
@@ -494,7 +488,8 @@ def _openai_usage(usage: Any) -> RecordedUsage | None:
     details = usage.get("prompt_tokens_details")
     if cached is None and isinstance(details, dict):
         cached = _int(details.get("cached_tokens"))
-    return RecordedUsage(prompt, cached or 0, 0, _int(usage.get("completion_tokens")))
+    output = _int(usage.get("completion_tokens")) or 0
+    return Usage(prompt, output, cache_read_tokens=cached or 0)
 
 
 def _request_points(messages: list[_Msg], warnings: list[str]) -> list[RequestPoint]:
@@ -1451,14 +1446,15 @@ def _is_model_item(item: dict[str, Any]) -> bool:
     return kind in ("reasoning", "compaction") or (isinstance(kind, str) and kind.endswith("_call"))
 
 
-def _codex_usage(usage: Any) -> RecordedUsage | None:
+def _codex_usage(usage: Any) -> Usage | None:
     if not isinstance(usage, dict) or _int(usage.get("input_tokens")) is None:
         return None
-    return RecordedUsage(
+    return Usage(
         usage["input_tokens"],
-        _int(usage.get("cached_input_tokens")) or 0,
-        _int(usage.get("cache_write_input_tokens")) or 0,
-        _int(usage.get("output_tokens")),
+        _int(usage.get("output_tokens")) or 0,
+        cache_read_tokens=_int(usage.get("cached_input_tokens")) or 0,
+        cache_write_tokens=_int(usage.get("cache_write_input_tokens")) or 0,
+        reasoning_tokens=_int(usage.get("reasoning_output_tokens")) or 0,
     )
 
 
@@ -1481,7 +1477,7 @@ def _codex_runs(lines: list[_Line], file: Path) -> list[Run]:
     runs: list[Run] = []
     base: dict[str, Any] | None = None
     items: list[_Msg] = []
-    usages: list[RecordedUsage | None] = []
+    usages: list[Usage | None] = []
     models: Counter[str] = Counter()
     first_line = 0
 
@@ -1551,7 +1547,7 @@ def _codex_run(
     source: str,
     file: Path,
     items: list[_Msg],
-    usages: list[RecordedUsage | None],
+    usages: list[Usage | None],
     models: Counter[str],
     warnings: list[str],
 ) -> Run:

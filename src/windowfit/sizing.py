@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,14 @@ _MEMO_MIN_CHARS = 256
 
 #: :meth:`Sizer.tokens` remembers this many sizes (two ints each, about 10 MB in all).
 _MEMO_LIMIT = 65_536
+
+#: Texts of at most this many characters (tool names, empty results, "ok") recur all
+#: through a conversation: a Sizer with a memo looks their counts up in a plain dict,
+#: which costs less than counting them. At most :data:`_NAMES_LIMIT` of them (under
+#: 200 KB), and only for a memo of at least :data:`_NAMES_MIN_MEMO` bytes.
+_NAME_CHARS = 32
+_NAMES_LIMIT = 1024
+_NAMES_MIN_MEMO = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,10 @@ class Sizer:
         self._cheap = bool(getattr(self.estimator, "cheap", False))
         self._estimate = self.estimator.estimate
         self._memo: dict[tuple[str, tuple[int, int]], int] = {}
+        self._names: dict[str, int] | None = (
+            {} if memo is not None and memo.max_bytes >= _NAMES_MIN_MEMO else None
+        )
+        self.text = self._make_text()  # type: ignore[method-assign,assignment]
         note = self.estimator.estimate(CLEARED_RESULT_NOTE)
         self.cleared_string_tokens = TOOL_OVERHEAD + note
         self.cleared_list_tokens = TOOL_OVERHEAD + BLOCK_OVERHEAD + note
@@ -84,10 +96,39 @@ class Sizer:
 
     def text(self, text: str) -> int:
         """Tokens in ``text``. With a memo, long texts are counted once and looked up after
-        (for a cheap estimator only non-ASCII ones: its ASCII count is already O(1))."""
+        (for a cheap estimator only non-ASCII ones: its ASCII count is already O(1)), and
+        short ones that recur (tool names) are looked up in a small dict.
+        (Replaced per instance by the closure :meth:`_make_text` builds: scanners call it
+        for every text of every message, and most texts are short.)"""
+        return self._make_text()(text)
+
+    def _make_text(self) -> Callable[[str], int]:
+        estimate, memo, names, cheap = self._estimate, self.text_memo, self._names, self._cheap
+        if memo is None:
+            return estimate
+
+        def text(text: str) -> int:
+            size = len(text)
+            if size < _MEMO_MIN_CHARS:
+                if names is None or size > _NAME_CHARS:
+                    return estimate(text)
+                tokens = names.get(text)
+                if tokens is None:
+                    tokens = estimate(text)
+                    if len(names) >= _NAMES_LIMIT:
+                        names.clear()
+                    names[text] = tokens
+                return tokens
+            if cheap and text.isascii():
+                return estimate(text)
+            return self._remembered(text)
+
+        return text
+
+    def _remembered(self, text: str) -> int:
+        """The count of a long text, from the memo or counted and put there."""
         memo = self.text_memo
-        if memo is None or len(text) < _MEMO_MIN_CHARS or (self._cheap and text.isascii()):
-            return self.estimator.estimate(text)
+        assert memo is not None
         key = (id(self.estimator), text)
         with memo.lock:
             hit = memo.get(key)

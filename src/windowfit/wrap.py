@@ -56,6 +56,7 @@ transparently. Usage from an OpenAI stream is seen only when it is asked for
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import sys
 import time
@@ -63,16 +64,15 @@ import types
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
-from . import _wrap_gemini
 from .calibration import Correction
 from .classify import ErrorInfo, ErrorKind
-from .errors import ContextOverflowError, SettingsError
+from .errors import ContextOverflowError, ConversationError, SettingsError
 from .fitter import Fitter
 from .fitting import FitReport, FitResult
-from .formats import Usage
-from .learning import Learner, conversation_key, overflow_correction
+from .formats import DIALECTS, Dialect, Usage
+from .learning import Learner, MemoryStore, conversation_key, overflow_correction
 from .models import ModelLimits, model_limits
 from .retry import RetryPolicy, retry_call, retry_call_async
 from .settings import FitSettings
@@ -81,13 +81,14 @@ from .tokens import Estimator
 __all__ = ["Calibrator", "UsageRecord", "WrapState", "WrapStats", "place_breakpoints", "wrap"]
 
 T = TypeVar("T")
-Provider = Literal["anthropic", "openai", "gemini"]
 
 _MAX_BREAKPOINTS = 4
 _EPHEMERAL = {"type": "ephemeral"}
 _MEMO_LIMIT = 100_000
-#: Where each API takes the most the answer may use (the output reserve).
-_MAX_TOKEN_KEYS = {"anthropic": ("max_tokens",), "openai": ("max_completion_tokens", "max_tokens")}
+#: APIs whose requests need more than their dialect's messages to be fitted: the module
+#: (in this package) with their own ``prepare_for(state)`` (Responses: the items sent
+#: after ``previous_response_id``).
+_OWN_FITTING = {"openai-responses": "._wrap_responses"}
 
 
 class Calibrator(Protocol):
@@ -104,26 +105,41 @@ class Calibrator(Protocol):
 
 @dataclass(frozen=True)
 class UsageRecord:
-    """One answered request: the estimate fitting made and what the provider counted.
+    """One answered request: the estimate fitting made, the budget it fitted to, and the
+    provider's :class:`~windowfit.formats.Usage` (the one usage type, as the API's
+    dialect read it). ``provider`` names the API that answered (its dialect's name).
 
-    ``input_tokens`` is the whole input as the provider counted it (Anthropic: input plus
-    cache reads and writes; OpenAI: ``prompt_tokens``), ``cache_read_tokens`` and
-    ``cache_write_tokens`` its cached parts.
+    ``input_tokens``, ``cache_read_tokens``, ``cache_write_tokens`` and
+    ``output_tokens`` are ``usage``'s, kept here as shorthands.
     """
 
     provider: str
     model: str
     estimated: int
-    input_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
-    output_tokens: int
     budget: int
+    usage: Usage
+
+    @property
+    def input_tokens(self) -> int:
+        """The whole input the provider counted, cached parts included."""
+        return self.usage.input_tokens
+
+    @property
+    def cache_read_tokens(self) -> int:
+        return self.usage.cache_read_tokens
+
+    @property
+    def cache_write_tokens(self) -> int:
+        return self.usage.cache_write_tokens
+
+    @property
+    def output_tokens(self) -> int:
+        return self.usage.output_tokens
 
     @property
     def ratio(self) -> float:
         """Provider count over estimate (below 1 when the estimate erred high)."""
-        return self.input_tokens / self.estimated if self.estimated else 0.0
+        return self.usage.input_tokens / self.estimated if self.estimated else 0.0
 
 
 @dataclass
@@ -136,6 +152,9 @@ class WrapStats:
     overflows: int = 0
     fitted: int = 0
     refits: int = 0  # requests fitted again, smaller, after the provider's overflow
+    counted: int = 0  # the provider's token count asked (verify="count_tokens")
+    count_refits: int = 0  # requests fitted again because that count was over the budget
+    count_failures: int = 0  # counts that failed (the request was sent as fitted)
     last_report: FitReport | None = None
     last_usage: UsageRecord | None = None
     errors: list[ErrorInfo] = field(default_factory=list)
@@ -274,25 +293,29 @@ def _field(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
-def _int(obj: Any, name: str) -> int:
-    value = _field(obj, name)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+def _merged(seen: Usage | None, usage: Usage) -> Usage:
+    """Two readings of one streamed answer's usage as one: every count the provider
+    reports while streaming only grows (Anthropic's ``message_start`` holds the input,
+    its ``message_delta`` the output; other APIs repeat or send one final reading)."""
+    if seen is None:
+        return usage
+    return Usage(
+        max(seen.input_tokens, usage.input_tokens),
+        max(seen.output_tokens, usage.output_tokens),
+        max(seen.cache_read_tokens, usage.cache_read_tokens),
+        max(seen.cache_write_tokens, usage.cache_write_tokens),
+        max(seen.reasoning_tokens, usage.reasoning_tokens),
+    )
 
 
-def _usage_numbers(provider: Provider, usage: Any) -> tuple[int, int, int, int] | None:
-    """``(input, cache_read, cache_write, output)`` from an SDK usage object."""
-    if usage is None:
-        return None
-    if isinstance(usage, Usage):  # already read by the API's dialect
-        read, write = usage.cache_read_tokens, usage.cache_write_tokens
-        return usage.input_tokens, read, write, usage.output_tokens
-    if provider == "anthropic":
-        read = _int(usage, "cache_read_input_tokens")
-        write = _int(usage, "cache_creation_input_tokens")
-        return _int(usage, "input_tokens") + read + write, read, write, _int(usage, "output_tokens")
-    details = _field(usage, "prompt_tokens_details")
-    cached = _int(details, "cached_tokens")
-    return _int(usage, "prompt_tokens"), cached, 0, _int(usage, "completion_tokens")
+def _resource(client: Any, path: str) -> Any:
+    """The object at ``path`` (``"chat.completions"``) on ``client``, ``None`` if absent."""
+    found = client
+    for name in path.split("."):
+        found = getattr(found, name, None)
+        if found is None:
+            return None
+    return found
 
 
 # --------------------------------------------------------------------------- the state
@@ -310,9 +333,11 @@ class _Prepared:
 
 @dataclass(frozen=True)
 class _Api:
-    """How one API's calls are fitted and measured: Messages and Chat Completions use the
-    :class:`WrapState`'s own methods, Responses its own (``_wrap_responses``)."""
+    """How one API's calls are fitted and measured (:meth:`WrapState.api_for`): fitting
+    by the :class:`WrapState`'s ``prepare`` (or the API's own, ``_OWN_FITTING``), usage
+    read by the API's dialect."""
 
+    dialect: Dialect
     #: Fit a request: ``prepare(kwargs, shrink=None, again=False)`` (see
     #: :meth:`WrapState.prepare`; ``shrink``/``again``: the re-fit after an overflow).
     prepare: Callable[..., _Prepared]
@@ -320,6 +345,8 @@ class _Api:
     observe_response: Callable[[_Prepared, Any], None]
     #: Usage as it passes by in a stream (event, state kept between events).
     observe_event: Callable[[_Prepared, Any, dict[str, Any]], None]
+    #: The stream ended (or was closed): its usage is recorded.
+    observe_end: Callable[[_Prepared, dict[str, Any]], None]
     #: Usage of a ``.stream()`` helper's stream when its block ends.
     observe_closed: Callable[[_Prepared, Any], None]
 
@@ -329,7 +356,7 @@ class WrapState:
 
     def __init__(
         self,
-        provider: Provider,
+        provider: str,
         *,
         budget: int | None,
         settings: FitSettings | str | None,
@@ -343,12 +370,31 @@ class WrapState:
         sleep: Callable[[float], Any] | None,
         fitter: Fitter | None = None,
         learn: bool | Learner = True,
+        verify: str | None = None,
+        verify_band: float = 0.1,
     ) -> None:
         if budget is not None and (
             isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0
         ):
             raise SettingsError(f"budget must be a positive whole number of tokens, not {budget!r}")
-        self.provider: Provider = provider
+        #: The API's dialect (``provider`` is its name: ``DIALECTS[provider]``).
+        self.dialect: Dialect = DIALECTS[provider]
+        if verify not in (None, "count_tokens"):
+            raise SettingsError(f"verify must be None or 'count_tokens', not {verify!r}")
+        if verify is not None and not self.dialect.count_method:
+            raise SettingsError(
+                f"verify='count_tokens' needs an API with a token-counting endpoint; "
+                f"{provider} has none (Anthropic Messages has one)"
+            )
+        if isinstance(verify_band, bool) or not isinstance(verify_band, (int, float)):
+            raise SettingsError(f"verify_band must be a number, not {verify_band!r}")
+        if not 0 < verify_band < 1:
+            raise SettingsError(f"verify_band must be between 0 and 1, not {verify_band!r}")
+        #: Ask the provider's free token count when an estimate lands within
+        #: ``verify_band`` (a fraction) below the budget, and fit to its answer.
+        self.verify = verify
+        self.verify_band = float(verify_band)
+        self.provider = provider
         self.budget = budget
         self.settings = FitSettings.preset(settings) if isinstance(settings, str) else settings
         self.windows = dict(windows or {})
@@ -368,12 +414,51 @@ class WrapState:
         self.fitter = fitter if fitter is not None else Fitter()
         self.stats = WrapStats()
         self._plain = _PlainMemo()
-        self.api = _Api(
-            self.prepare,
-            lambda prepared, response: self.observe_usage(prepared, _field(response, "usage")),
-            self.observe_event,
-            lambda prepared, stream: self.observe_usage(prepared, _snapshot_usage(stream)),
-        )
+        self._apis: dict[str, _Api] = {}
+        self.api = self.api_for(self.dialect, self.prepare)
+
+    def api_for(self, dialect: Dialect, prepare: Callable[..., _Prepared] | None = None) -> _Api:
+        """How requests of ``dialect``'s API are fitted (``prepare``; default: this
+        state's own, or the API's own module's when it has one) and their usage read
+        (by the dialect: whole responses, streamed events, a stream helper's snapshot)."""
+        if prepare is None and dialect.name in self._apis:
+            return self._apis[dialect.name]
+        if prepare is None:
+            if dialect is self.dialect:
+                prepare = self.prepare
+            elif dialect.name in _OWN_FITTING:
+                own = importlib.import_module(_OWN_FITTING[dialect.name], __package__)
+                prepare = own.prepare_for(self)
+            else:
+                prepare = self._prepare_as(dialect)
+
+        def observe_response(prepared: _Prepared, response: Any) -> None:
+            self.observe_usage(prepared, dialect.usage(_to_plain(response)), dialect)
+
+        def observe_event(prepared: _Prepared, event: Any, pending: dict[str, Any]) -> None:
+            usage = dialect.stream_usage(_to_plain(event))
+            if usage is not None:
+                pending["usage"] = _merged(pending.get("usage"), usage)
+
+        def observe_end(prepared: _Prepared, pending: dict[str, Any]) -> None:
+            self.observe_usage(prepared, pending.pop("usage", None), dialect)
+
+        def observe_closed(prepared: _Prepared, stream: Any) -> None:
+            snapshot = _snapshot(stream)
+            if snapshot is not None:
+                observe_response(prepared, snapshot)
+
+        api = _Api(dialect, prepare, observe_response, observe_event, observe_end, observe_closed)
+        self._apis.setdefault(dialect.name, api)
+        return api
+
+    def _prepare_as(self, dialect: Dialect) -> Callable[..., _Prepared]:
+        def prepare(
+            kwargs: dict[str, Any], *, shrink: Correction | None = None, again: bool = False
+        ) -> _Prepared:
+            return self.prepare(kwargs, shrink=shrink, again=again, dialect=dialect)
+
+        return prepare
 
     # -- budget and fitting -----------------------------------------------------------
 
@@ -427,39 +512,35 @@ class WrapState:
                 hard = max(1, int(correct(hard)))
         return budget, (hard if hard is not None and hard > budget else None)
 
-    def _max_tokens(self, kwargs: Mapping[str, Any]) -> int | None:
-        for key in _MAX_TOKEN_KEYS[self.provider]:
-            value = kwargs.get(key)
-            if _given(value) and isinstance(value, int) and not isinstance(value, bool):
-                return value
-        return None
-
     def prepare(
-        self, kwargs: dict[str, Any], *, shrink: Correction | None = None, again: bool = False
+        self,
+        kwargs: dict[str, Any],
+        *,
+        shrink: Correction | None = None,
+        again: bool = False,
+        dialect: Dialect | None = None,
     ) -> _Prepared:
         """Fit the request's messages; raises ContextOverflowError when nothing fits.
-        ``shrink`` and ``again``: a re-fit after the provider's overflow (see :meth:`refit`)."""
+        ``shrink`` and ``again``: a re-fit after the provider's overflow (see :meth:`refit`).
+        The request is read and written back by ``dialect`` (default: this client's):
+        where its messages, system prompt, tools and output limit are."""
+        dialect = dialect or self.dialect
         self.stats.calls += not again
-        raw: Any = kwargs.get("messages")
         model = kwargs.get("model")
         model_name = model if isinstance(model, str) else ""
-        if not _given(raw) or isinstance(raw, (str, bytes, Mapping)):
+        given = {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items() if _given(v)}
+        try:
+            parts = dialect.read_request(given)
+        except ConversationError:
             return _Prepared(kwargs, model_name, 0, 0)  # the SDK says what is wrong
-        messages = [self._plain(m) for m in raw]
-        tools: Any
-        if self.provider == "anthropic":
-            system = kwargs.get("system")
-            system = _to_plain(system) if _given(system) else None
-            tools = kwargs.get("tools")
-        else:
-            system = None
-            tools = kwargs.get("tools") if _given(kwargs.get("tools")) else kwargs.get("functions")
-        tools = _to_plain(list(tools)) if _given(tools) else None
+        messages = [self._plain(m) for m in parts.messages]
+        system = _to_plain(parts.system) if parts.system is not None else None
+        tools = _to_plain(list(parts.tools)) if _given(parts.tools) else None
         key = None
         if self.learner is not None:
-            key = conversation_key(self.provider, model_name, system, tools, messages)
+            key = conversation_key(dialect.name, model_name, system, tools, messages)
         budget, limit = self.limits_for(
-            model_name or None, self._max_tokens(kwargs), key=key, shrink=shrink
+            model_name or None, parts.max_output_tokens, key=key, shrink=shrink
         )
         try:
             result: FitResult = self.fitter.fit(
@@ -468,7 +549,7 @@ class WrapState:
                 system=system,
                 tools=tools,
                 settings=self.settings,
-                format=self.provider,
+                format=dialect.format.name,
                 estimator=self.estimator,
                 limit=limit,
                 model=model_name or None,
@@ -482,9 +563,10 @@ class WrapState:
         if self.on_fit is not None:
             self.on_fit(report)
         out = result.messages
-        if self.cache_control and self.provider == "anthropic":
+        if self.cache_control and dialect.cache_breakpoints:
             out = place_breakpoints(out, report.prefix_end, _count_breakpoints(kwargs, out))
-        return _Prepared({**kwargs, "messages": out}, model_name, budget, report.tokens_after, key)
+        body = dialect.write_request(kwargs, out, None)
+        return _Prepared(body, model_name, budget, report.tokens_after, key)
 
     def refit(
         self,
@@ -538,28 +620,18 @@ class WrapState:
 
         return seen
 
-    def observe_usage(self, prepared: _Prepared, usage: Any) -> None:
-        self.observe_numbers(prepared, _usage_numbers(self.provider, usage), self.provider)
-
-    def observe_numbers(
-        self, prepared: _Prepared, numbers: tuple[int, int, int, int] | None, provider: str
+    def observe_usage(
+        self, prepared: _Prepared, usage: Usage | None, dialect: Dialect | None = None
     ) -> None:
-        """Record ``(input, cache_read, cache_write, output)`` of one answer (``provider``
-        names the API that answered) and give it to the calibrator and ``on_usage``."""
-        if numbers is None or prepared.estimated <= 0:
+        """Record one answer's :class:`~windowfit.formats.Usage` (read by ``dialect``, the
+        API that answered; default: this client's) and give it to the learner, the
+        calibrator and ``on_usage``."""
+        if usage is None or prepared.estimated <= 0:
             return
-        total, read, write, output = numbers
-        record = UsageRecord(
-            provider,
-            prepared.model,
-            prepared.estimated,
-            total,
-            read,
-            write,
-            output,
-            prepared.budget,
-        )
+        name = (dialect or self.dialect).name
+        record = UsageRecord(name, prepared.model, prepared.estimated, prepared.budget, usage)
         self.stats.last_usage = record
+        total = usage.input_tokens
         if self.calibrator is not None and total > 0:
             self.calibrator.observe(prepared.estimated, total)
         if self.learner is not None and prepared.key is not None and total > 0:
@@ -567,31 +639,83 @@ class WrapState:
         if self.on_usage is not None:
             self.on_usage(record)
 
-    def observe_event(self, prepared: _Prepared, event: Any, pending: dict[str, Any]) -> None:
-        """Usage as it passes by in a stream (Anthropic events, OpenAI chunks)."""
-        kind = _field(event, "type")
-        if self.provider == "anthropic":
-            if kind == "message_start":
-                pending["usage"] = _field(_field(event, "message"), "usage")
-            elif kind == "message_delta" and "usage" in pending:
-                pending["output"] = _int(_field(event, "usage"), "output_tokens")
-            elif kind == "message_stop" and "usage" in pending:
-                numbers = _usage_numbers("anthropic", pending.pop("usage"))
-                if numbers is not None:
-                    total, read, write, _ = numbers
-                    self.observe_usage(
-                        prepared,
-                        {
-                            "input_tokens": total - read - write,
-                            "cache_read_input_tokens": read,
-                            "cache_creation_input_tokens": write,
-                            "output_tokens": pending.pop("output", 0),
-                        },
-                    )
+    # -- the provider's own count (verify="count_tokens") ------------------------------
+
+    def counter(self, resource: Any, api: _Api) -> Callable[..., Any] | None:
+        """``resource``'s token-counting method when this client verifies, else None."""
+        if self.verify is None or not api.dialect.count_method:
+            return None
+        method = getattr(resource, api.dialect.count_method, None)
+        return method if callable(method) else None
+
+    def _worth_counting(self, prepared: _Prepared) -> bool:
+        """Whether the estimate lands in the band just below the budget, where an
+        estimate that errs low would put the request over it."""
+        budget = prepared.budget
+        low = budget * (1 - self.verify_band)
+        return prepared.estimated > 0 and low <= prepared.estimated <= budget
+
+    def _count_fields(self, prepared: _Prepared, api: _Api) -> dict[str, Any]:
+        return {k: v for k, v in prepared.kwargs.items() if k in api.dialect.count_fields}
+
+    def _fit_to_count(
+        self, kwargs: dict[str, Any], prepared: _Prepared, api: _Api, answer: Any
+    ) -> _Prepared:
+        """Learn from the provider's count and, if it is over the budget, fit again to
+        the budget it corrects (once). A re-fit that cannot fit leaves the request as
+        fitted: the provider, whose window is above the budget, judges it."""
+        self.stats.counted += 1
+        tokens = _field(answer, "input_tokens")
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
+            return prepared
+        shrink: Correction | None = None
+        if self.learner is not None and prepared.key is not None:
+            self.learner.observe(prepared.key, prepared.estimated, tokens)
         else:
-            usage = _field(event, "usage")
-            if usage is not None:
-                self.observe_usage(prepared, usage)
+            shrink = Learner(MemoryStore(1)).observe("count", prepared.estimated, tokens)
+        if tokens <= prepared.budget:
+            return prepared
+        try:
+            again = api.prepare(kwargs, shrink=shrink, again=True)
+        except ContextOverflowError:
+            return prepared
+        self.stats.count_refits += 1
+        return again
+
+    def verified(
+        self,
+        kwargs: dict[str, Any],
+        prepared: _Prepared,
+        api: _Api,
+        count: Callable[..., Any] | None,
+    ) -> _Prepared:
+        """``prepared``, or, when its estimate is near the budget, the request fitted to
+        the provider's own count (``count``: the SDK's counting method)."""
+        if count is None or not self._worth_counting(prepared):
+            return prepared
+        try:
+            answer = count(**self._count_fields(prepared, api))
+        except Exception:  # a failed count must not fail the request
+            self.stats.count_failures += 1
+            return prepared
+        return self._fit_to_count(kwargs, prepared, api, answer)
+
+    async def verified_async(
+        self,
+        kwargs: dict[str, Any],
+        prepared: _Prepared,
+        api: _Api,
+        count: Callable[..., Awaitable[Any]] | None,
+    ) -> _Prepared:
+        """:meth:`verified`, awaited."""
+        if count is None or not self._worth_counting(prepared):
+            return prepared
+        try:
+            answer = await count(**self._count_fields(prepared, api))
+        except Exception:  # a failed count must not fail the request
+            self.stats.count_failures += 1
+            return prepared
+        return self._fit_to_count(kwargs, prepared, api, answer)
 
     # -- sending ----------------------------------------------------------------------
 
@@ -602,11 +726,19 @@ class WrapState:
 
         return attempt
 
-    def call(
-        self, kwargs: dict[str, Any], send: Callable[[dict[str, Any]], Any], api: _Api | None = None
-    ) -> Any:
+    def send(
+        self,
+        kwargs: dict[str, Any],
+        send: Callable[[dict[str, Any]], Any],
+        api: _Api | None = None,
+        count: Callable[..., Any] | None = None,
+    ) -> tuple[_Prepared, Any]:
+        """Fit ``kwargs`` and ``send`` them, retrying what is worth retrying; after the
+        provider's overflow, fit again smaller and send once more (:meth:`refit`).
+        ``count``: the provider's token count, asked near the budget (:meth:`verified`).
+        Returns the request that was answered and the answer."""
         api = api or self.api
-        prepared = api.prepare(kwargs)
+        prepared = self.verified(kwargs, api.prepare(kwargs), api, count)
         sleep = self.sleep or time.sleep
         try:
             response = retry_call(
@@ -623,19 +755,18 @@ class WrapState:
                 on_error=self.on_error(prepared),
                 sleep=sleep,
             )
-        if kwargs.get("stream") is True:
-            return _ObservedStream(response, api, prepared)
-        api.observe_response(prepared, response)
-        return response
+        return prepared, response
 
-    async def call_async(
+    async def send_async(
         self,
         kwargs: dict[str, Any],
         send: Callable[[dict[str, Any]], Awaitable[Any]],
         api: _Api | None = None,
-    ) -> Any:
+        count: Callable[..., Awaitable[Any]] | None = None,
+    ) -> tuple[_Prepared, Any]:
+        """:meth:`send`, awaited."""
         api = api or self.api
-        prepared = api.prepare(kwargs)
+        prepared = await self.verified_async(kwargs, api.prepare(kwargs), api, count)
         sleep = self.sleep or asyncio.sleep
         try:
             response = await retry_call_async(
@@ -652,6 +783,33 @@ class WrapState:
                 on_error=self.on_error(prepared),
                 sleep=sleep,
             )
+        return prepared, response
+
+    def call(
+        self,
+        kwargs: dict[str, Any],
+        send: Callable[[dict[str, Any]], Any],
+        api: _Api | None = None,
+        count: Callable[..., Any] | None = None,
+    ) -> Any:
+        """:meth:`send`, with the answer's usage observed (a stream's as it passes)."""
+        api = api or self.api
+        prepared, response = self.send(kwargs, send, api, count)
+        if kwargs.get("stream") is True:
+            return _ObservedStream(response, api, prepared)
+        api.observe_response(prepared, response)
+        return response
+
+    async def call_async(
+        self,
+        kwargs: dict[str, Any],
+        send: Callable[[dict[str, Any]], Awaitable[Any]],
+        api: _Api | None = None,
+        count: Callable[..., Awaitable[Any]] | None = None,
+    ) -> Any:
+        """:meth:`call`, awaited."""
+        api = api or self.api
+        prepared, response = await self.send_async(kwargs, send, api, count)
         if kwargs.get("stream") is True:
             return _AsyncObservedStream(response, api, prepared)
         api.observe_response(prepared, response)
@@ -667,6 +825,7 @@ class _ObservedStream:
     def __init__(self, stream: Any, api: _Api, prepared: _Prepared) -> None:
         self._stream = stream
         self._observe = api.observe_event
+        self._end = api.observe_end
         self._prepared = prepared
         self._pending: dict[str, Any] = {}
 
@@ -674,12 +833,19 @@ class _ObservedStream:
         return getattr(self._stream, name)
 
     def __iter__(self) -> Iterator[Any]:
-        for event in self._stream:
-            self._observe(self._prepared, event, self._pending)
-            yield event
+        try:
+            for event in self._stream:
+                self._observe(self._prepared, event, self._pending)
+                yield event
+        finally:
+            self._end(self._prepared, self._pending)
 
     def __next__(self) -> Any:
-        event = next(self._stream)
+        try:
+            event = next(self._stream)
+        except StopIteration:
+            self._end(self._prepared, self._pending)
+            raise
         self._observe(self._prepared, event, self._pending)
         return event
 
@@ -687,7 +853,10 @@ class _ObservedStream:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stream.close()
+        try:
+            self._stream.close()
+        finally:
+            self._end(self._prepared, self._pending)
 
 
 class _AsyncObservedStream:
@@ -696,6 +865,7 @@ class _AsyncObservedStream:
     def __init__(self, stream: Any, api: _Api, prepared: _Prepared) -> None:
         self._stream = stream
         self._observe = api.observe_event
+        self._end = api.observe_end
         self._prepared = prepared
         self._pending: dict[str, Any] = {}
 
@@ -703,15 +873,22 @@ class _AsyncObservedStream:
         return getattr(self._stream, name)
 
     async def _events(self) -> Any:
-        async for event in self._stream:
-            self._observe(self._prepared, event, self._pending)
-            yield event
+        try:
+            async for event in self._stream:
+                self._observe(self._prepared, event, self._pending)
+                yield event
+        finally:
+            self._end(self._prepared, self._pending)
 
     def __aiter__(self) -> Any:
         return self._events()
 
     async def __anext__(self) -> Any:
-        event = await self._stream.__anext__()
+        try:
+            event = await self._stream.__anext__()
+        except StopAsyncIteration:
+            self._end(self._prepared, self._pending)
+            raise
         self._observe(self._prepared, event, self._pending)
         return event
 
@@ -719,18 +896,23 @@ class _AsyncObservedStream:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._stream.close()
+        try:
+            await self._stream.close()
+        finally:
+            self._end(self._prepared, self._pending)
 
 
-def _snapshot_usage(stream: Any) -> Any:
+def _snapshot(stream: Any) -> Any:
+    """The answer a ``.stream()`` helper built from the events it read (Messages' and
+    Chat's snapshots, Responses' completed response), ``None`` before any."""
     for name in ("current_message_snapshot", "current_completion_snapshot"):
         try:
             snapshot = getattr(stream, name)
         except Exception:  # the SDK asserts when no event was read yet
             continue
         if snapshot is not None:
-            return _field(snapshot, "usage")
-    return None
+            return snapshot
+    return getattr(getattr(stream, "_state", None), "_completed_response", None)
 
 
 class _StreamManager:
@@ -857,55 +1039,73 @@ class _Passthrough:
         return getattr(self._original, name)
 
 
-class _Messages(_Passthrough):
-    def __init__(self, state: WrapState, inner: Any, original: Any, is_async: bool) -> None:
+class _Resource(_Passthrough):
+    """One API's resource (``messages``, ``chat.completions``, ``responses``): ``create``
+    (``stream=True`` included) and ``stream`` fitted, retried and measured."""
+
+    def __init__(
+        self, state: WrapState, inner: Any, original: Any, is_async: bool, api: _Api
+    ) -> None:
         self._state = state
         self._inner = inner
         self._original = original
         self._async = is_async
+        self._api = api
 
     def create(self, **kwargs: Any) -> Any:
+        count = self._state.counter(self._inner, self._api)
         if self._async:
-            return self._state.call_async(kwargs, lambda kw: self._inner.create(**kw))
-        return self._state.call(kwargs, lambda kw: self._inner.create(**kw))
+            return self._state.call_async(
+                kwargs, lambda kw: self._inner.create(**kw), self._api, count
+            )
+        return self._state.call(kwargs, lambda kw: self._inner.create(**kw), self._api, count)
 
     def stream(self, **kwargs: Any) -> Any:
         if self._async:
-            return _AsyncStreamManager(self._state, kwargs, self._inner.stream)
-        return _StreamManager(self._state, kwargs, self._inner.stream)
+            return _AsyncStreamManager(self._state, kwargs, self._inner.stream, self._api)
+        return _StreamManager(self._state, kwargs, self._inner.stream, self._api)
 
 
-class _Completions(_Messages):
-    pass
+class _Namespace(_Passthrough):
+    """A client attribute on the way to a resource (``chat`` of ``chat.completions``)."""
 
-
-class _Chat(_Passthrough):
-    def __init__(self, state: WrapState, inner: Any, original: Any, is_async: bool) -> None:
+    def __init__(self, original: Any) -> None:
         self._original = original
-        self.completions = _Completions(state, inner.completions, original.completions, is_async)
 
 
 class _Client(_Passthrough):
-    """The wrapped client (see :func:`wrap`)."""
+    """The wrapped client (see :func:`wrap`): each API of the client's SDK
+    (:func:`_dialects_of`) at its resource's place."""
 
-    def __init__(self, client: Any, state: WrapState, is_async: bool) -> None:
+    def __init__(
+        self, client: Any, state: WrapState, is_async: bool, dialects: Sequence[Dialect]
+    ) -> None:
         self._original = client
         self._inner = client.with_options(max_retries=0)
         self._async = is_async
+        self._dialects = tuple(dialects)
         self.windowfit = state
-        if state.provider == "anthropic":
-            self.messages = _Messages(state, self._inner.messages, client.messages, is_async)
-        else:
-            self.chat = _Chat(state, self._inner.chat, client.chat, is_async)
-            if hasattr(client, "responses"):
-                from ._wrap_responses import Responses
-
-                self.responses = Responses(state, self._inner.responses, client.responses, is_async)
+        for dialect in self._dialects:
+            *path, last = dialect.sdk_resource.split(".")
+            holder: Any = self
+            inner, original = self._inner, client
+            for name in path:
+                inner, original = getattr(inner, name), getattr(original, name)
+                if not isinstance(holder.__dict__.get(name), _Namespace):
+                    setattr(holder, name, _Namespace(original))
+                holder = getattr(holder, name)
+            api = state.api_for(dialect)
+            resource = _Resource(
+                state, getattr(inner, last), getattr(original, last), is_async, api
+            )
+            setattr(holder, last, resource)
 
     def with_options(self, **options: Any) -> Any:
         """The wrapped client's ``with_options``, wrapped again (same settings and
         counters; the SDK's retries stay off)."""
-        return _Client(self._original.with_options(**options), self.windowfit, self._async)
+        return _Client(
+            self._original.with_options(**options), self.windowfit, self._async, self._dialects
+        )
 
     copy = with_options
 
@@ -913,17 +1113,24 @@ class _Client(_Passthrough):
         return f"<windowfit.wrap of {self._original!r}>"
 
 
-def _provider_of(client: Any) -> Provider:
-    root = type(client).__module__.split(".")[0]
-    if root == "anthropic" and hasattr(client, "messages"):
-        return "anthropic"
-    if root == "openai" and hasattr(client, "chat"):
-        return "openai"
-    raise TypeError(
-        "windowfit.wrap takes an anthropic or openai client (anthropic.Anthropic, "
-        "anthropic.AsyncAnthropic, openai.OpenAI, openai.AsyncOpenAI) or a "
-        f"google.genai.Client, not {type(client)!r}"
-    )
+def _dialects_of(client: Any) -> list[Dialect]:
+    """The APIs ``client`` speaks: the dialects whose official SDK made its type and
+    whose resource it has (``openai.OpenAI``: Chat Completions, then Responses)."""
+    module = type(client).__module__
+    found = [
+        dialect
+        for dialect in DIALECTS.values()
+        if dialect.sdk_package
+        and (module == dialect.sdk_package or module.startswith(dialect.sdk_package + "."))
+        and _resource(client, dialect.sdk_resource) is not None
+    ]
+    if not found:
+        raise TypeError(
+            "windowfit.wrap takes an anthropic or openai client (anthropic.Anthropic, "
+            "anthropic.AsyncAnthropic, openai.OpenAI, openai.AsyncOpenAI) or a "
+            f"google.genai.Client, not {type(client)!r}"
+        )
+    return found
 
 
 def _is_async(client: Any) -> bool:
@@ -946,6 +1153,8 @@ def wrap(
     sleep: Callable[[float], Any] | None = None,
     fitter: Fitter | None = None,
     learn: bool | Learner = True,
+    verify: str | None = None,
+    verify_band: float = 0.1,
 ) -> T:
     """``client`` with every request fitted, retried and measured (module docstring).
 
@@ -966,12 +1175,18 @@ def wrap(
     ``on_usage(record)`` sees each answer's :class:`UsageRecord`, ``on_fit(report)`` each
     request's :class:`~windowfit.FitReport`. ``fitter``: the :class:`~windowfit.Fitter`
     that fits the requests (default: a new one, owned by the wrapped client; pass one to
-    share what it keeps between clients). The settings and counters are at
+    share what it keeps between clients). ``verify="count_tokens"`` (Anthropic): when a
+    fitted request's estimate lands within ``verify_band`` (a fraction, default 0.1)
+    below the budget, ask the API's free token count first and, if it is over the
+    budget, fit to it once (``stats.counted``, ``stats.count_refits``); a count that
+    fails leaves the request as fitted. The settings and counters are at
     ``wrapped.windowfit`` (a :class:`WrapState`).
     """
-    provider = "gemini" if _wrap_gemini.is_gemini_client(client) else _provider_of(client)
+    from . import _wrap_gemini
+
+    dialects = _dialects_of(client)
     state = WrapState(
-        provider,
+        dialects[0].name,
         budget=budget,
         settings=settings,
         windows=windows,
@@ -984,10 +1199,12 @@ def wrap(
         sleep=sleep,
         fitter=fitter,
         learn=learn,
+        verify=verify,
+        verify_band=verify_band,
     )
-    if provider == "gemini":
+    if _wrap_gemini.is_gemini_client(client):  # its own client shape (``models``, ``aio``)
         return cast(T, _wrap_gemini.wrap_client(client, state))
-    return cast(T, _Client(client, state, _is_async(client)))
+    return cast(T, _Client(client, state, _is_async(client), dialects))
 
 
 class _CallableModule(types.ModuleType):

@@ -252,15 +252,16 @@ class AgentStats:
     cleared: int = 0
     dropped: int = 0
     clearing_events: int = 0
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = field(default_factory=lambda: Usage(0))
 
     def add_usage(self, usage: Usage) -> None:
         u = self.usage
         self.usage = Usage(
             u.input_tokens + usage.input_tokens,
-            u.cache_read_input_tokens + usage.cache_read_input_tokens,
-            u.cache_creation_input_tokens + usage.cache_creation_input_tokens,
             u.output_tokens + usage.output_tokens,
+            u.cache_read_tokens + usage.cache_read_tokens,
+            u.cache_write_tokens + usage.cache_write_tokens,
+            u.reasoning_tokens + usage.reasoning_tokens,
         )
 
 
@@ -626,7 +627,7 @@ class Runtime:
                 attempt += 1
                 continue
             if isinstance(self.shaper, FitShaper):
-                self.shaper.learn(shaped, response.usage.total_input)
+                self.shaper.learn(shaped, response.usage.input_tokens)
             self._emit("response", state, response=response)
             return response
 

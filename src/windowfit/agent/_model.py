@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..formats import Usage
+
 __all__ = ["AgentInfo", "Model", "ModelRequest", "ModelResponse", "ToolCall", "Usage"]
 
 
@@ -51,24 +53,6 @@ class ModelRequest:
 
 
 @dataclass(frozen=True)
-class Usage:
-    """Tokens of one answered request, named as Anthropic names them.
-
-    ``input_tokens`` are the input tokens neither read from nor written to the prompt
-    cache; the input's total is :attr:`total_input`.
-    """
-
-    input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    output_tokens: int = 0
-
-    @property
-    def total_input(self) -> int:
-        return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
-
-
-@dataclass(frozen=True)
 class ToolCall:
     """A tool call the model made: the ``tool_use`` block's id, name and input."""
 
@@ -82,7 +66,7 @@ class ModelResponse:
     """The model's answer: Anthropic content blocks (``text`` and ``tool_use``) and usage."""
 
     content: Sequence[Mapping[str, Any]]
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = field(default_factory=lambda: Usage(0))
     stop_reason: str = "end_turn"
 
     @property

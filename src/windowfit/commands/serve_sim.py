@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from ..errors import MissingExtraError, TokenizerError
-from ..server._cache import DEFAULT_CACHE_BYTES
 from ..server._stats import DEFAULT_LOG_BYTES
+from ..simcore import DEFAULT_CACHE_BYTES, DEFAULT_REPLY
 from ._io import EXIT_OK, CliError, checked_number, positive_int, whole
 
 _port = checked_number(
@@ -68,7 +68,7 @@ def register(sub: Any) -> None:
         "--reply",
         "--answer",
         dest="reply",
-        default="Done: I read {results} tool results.",
+        default=DEFAULT_REPLY,
         help="the final answer ({results}, {tokens} and {model} are filled in)",
     )
     p.add_argument(
@@ -129,7 +129,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..server import SimConfig, create_app, is_loopback, parse_fault
     from ..server._run import bind_socket, uvicorn_server
-    from ..server._script import parse_scripted_tool
+    from ..simcore import parse_scripted_tool
 
     try:
         script = parse_scripted_tool(args.script_tool) if args.script_tool else None

@@ -44,6 +44,10 @@ class FormatSpec:
     #: The trimmed-conversation note is always a message of its own (Responses items),
     #: never appended to the head's last message.
     note_as_own_message: bool = False
+    #: The note is appended only to a ``user`` message; after any other it is a message
+    #: of its own (OpenAI Chat: a ``tool`` message holds one call's result, and the
+    #: assistant's may hold only calls).
+    note_joins_only_user_messages: bool = False
     #: The role of the model's own messages (Gemini says ``model``).
     assistant_role: str = "assistant"
 

@@ -87,6 +87,7 @@ class Dialect:
     stream_usage: Callable[[Any], Usage | None]
     overflow_error: Callable[[int, int], tuple[int, dict[str, Any]]]
     is_overflow: Callable[[int, Any], bool]
+
     # -- what a proxy in front of the API needs (issue 12) ------------------------------
     #: The provider whose hosts serve this API (``anthropic``, ``openai``, ``gemini``):
     #: the dialects of one provider share its upstream and its error shape.
@@ -96,3 +97,19 @@ class Dialect:
     status_error: Callable[[int, str], dict[str, Any]] = lambda status, message: {
         "error": {"code": status, "message": message}
     }
+
+    # -- the official Python SDK's side, for windowfit.wrap ---------------------------
+    #: The package of the API's official Python SDK (``""``: none), whose clients
+    #: :func:`windowfit.wrap` recognises by the module their type comes from.
+    sdk_package: str = ""
+    #: Where on such a client the API's requests are sent: the attribute path of the
+    #: resource (``"chat.completions"``), whose ``create``/``stream`` wrap fits.
+    sdk_resource: str = ""
+    #: Whether the API takes prompt-cache breakpoints (``cache_control``) on content
+    #: blocks, placed by ``wrap(..., cache_control=True)``.
+    cache_breakpoints: bool = False
+    #: The resource's free token-counting method (``""``: the API has none), which
+    #: ``wrap(..., verify="count_tokens")`` asks when an estimate lands near the budget,
+    #: and the request fields it takes.
+    count_method: str = ""
+    count_fields: tuple[str, ...] = ()

@@ -566,4 +566,11 @@ DIALECT = Dialect(
     is_overflow=is_overflow,
     provider="anthropic",
     status_error=status_error,
+    sdk_package="anthropic",
+    sdk_resource="messages",
+    cache_breakpoints=True,
+    # POST /v1/messages/count_tokens (Anthropic's token counting docs): free, rate limited
+    # apart from messages, and it takes these fields of a Messages request.
+    count_method="count_tokens",
+    count_fields=("model", "messages", "system", "tools", "tool_choice", "thinking"),
 )

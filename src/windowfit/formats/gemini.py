@@ -660,4 +660,6 @@ DIALECT = Dialect(
     is_overflow=is_overflow,
     provider="gemini",
     status_error=status_error,
+    sdk_package="google.genai",
+    sdk_resource="models",
 )

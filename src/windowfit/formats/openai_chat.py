@@ -368,6 +368,7 @@ SPEC = FormatSpec(
     calls_field="tool_calls",
     clear=clear,
     strip=strip,
+    note_joins_only_user_messages=True,
 )
 
 
@@ -512,4 +513,6 @@ DIALECT = Dialect(
     is_overflow=is_overflow,
     provider="openai",
     status_error=status_error,
+    sdk_package="openai",
+    sdk_resource="chat.completions",
 )

@@ -483,4 +483,6 @@ DIALECT = Dialect(
     is_overflow=is_overflow,
     provider="openai",
     status_error=_openai_status_error,  # one provider, one error shape
+    sdk_package="openai",
+    sdk_resource="responses",
 )

@@ -20,6 +20,7 @@ from ..calibration import UsageCalibrator
 from ..errors import ContextOverflowError, MissingExtraError, SettingsError
 from ..fitter import Fitter
 from ..fitting import FitReport
+from ..formats import Usage
 from ..models import ModelLimits
 from ..profiles import default_estimator
 from ..settings import FitSettings
@@ -172,16 +173,22 @@ class Shaper:
         sources, changed = _sources(messages, result.messages, report)
         return Fitted(result.messages, sources, changed, report, report.tokens_after, budget, name)
 
-    def observe(self, fitted: Fitted, input_tokens: int | None, output_tokens: int = 0) -> None:
-        """Learn from the provider's count of a fitted request's input (when reported)."""
-        if not isinstance(input_tokens, int) or isinstance(input_tokens, bool):
+    def observe(
+        self, fitted: Fitted, input_tokens: int | Usage | None, output_tokens: int = 0
+    ) -> None:
+        """Learn from the provider's count of a fitted request's input (when reported):
+        the count, or the answer's whole :class:`~windowfit.formats.Usage` as the API's
+        dialect read it."""
+        if isinstance(input_tokens, Usage):
+            usage = input_tokens
+        elif isinstance(input_tokens, int) and not isinstance(input_tokens, bool):
+            usage = Usage(input_tokens, output_tokens)
+        else:
             return
-        if input_tokens <= 0:
+        if usage.input_tokens <= 0:
             return
         prepared = _Prepared({}, fitted.model, fitted.budget, fitted.estimated)
-        self.state.observe_usage(
-            prepared, {"prompt_tokens": input_tokens, "completion_tokens": output_tokens}
-        )
+        self.state.observe_usage(prepared, usage)
 
 
 class _Ceiling:

@@ -29,6 +29,7 @@ from typing import Any
 
 from ..errors import MissingExtraError
 from ..fitter import Fitter
+from ..formats import gemini
 from ..instructions import SAFETY_NET
 from ..settings import FitSettings
 from ..tokens import Estimator
@@ -111,11 +112,9 @@ class ContentsFitter:
         fitted = self._pending.pop(key, None)
         usage = getattr(llm_response, "usage_metadata", None)
         if fitted is not None and usage is not None:
-            self.shaper.observe(
-                fitted,
-                getattr(usage, "prompt_token_count", None),
-                getattr(usage, "candidates_token_count", None) or 0,
-            )
+            dump = getattr(usage, "model_dump", None)
+            metadata = dump(mode="json", by_alias=True) if callable(dump) else usage
+            self.shaper.observe(fitted, gemini.DIALECT.usage({"usageMetadata": metadata}))
 
     def __call__(self, callback_context: Any, llm_request: Any) -> None:
         self.fit(llm_request, getattr(callback_context, "invocation_id", None))

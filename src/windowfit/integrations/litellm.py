@@ -28,6 +28,7 @@ from typing import Any
 
 from ..errors import ContextOverflowError, MissingExtraError
 from ..fitter import Fitter
+from ..formats import openai_chat
 from ..settings import FitSettings
 from ..tokens import Estimator
 from ._shaper import Fitted, Shaper
@@ -132,9 +133,7 @@ class WindowfitHook(CustomLogger):
         fitted = self._pending.pop(call_id, None) if isinstance(call_id, str) else None
         usage = getattr(response, "usage", None)
         if fitted is not None and usage is not None:
-            self.shaper.observe(
-                fitted,
-                _int(getattr(usage, "prompt_tokens", None)),
-                _int(getattr(usage, "completion_tokens", None)) or 0,
-            )
+            dump = getattr(usage, "model_dump", None)
+            plain = dump(mode="json") if callable(dump) else usage
+            self.shaper.observe(fitted, openai_chat.DIALECT.usage({"usage": plain}))
         return response

@@ -214,6 +214,11 @@ class PolicyStats:
     refused: int = 0
     errors: int = 0
     over_budget: int = 0
+    #: Requests over the budget among those a fit exists for (head plus latest round
+    #: within the budget by the measuring count): what counting, not the run, decided.
+    over_budget_fittable: int = 0
+    #: The largest size / budget among those requests (0.0 when none was sent).
+    worst_fittable: float = 0.0
     rejected: int = 0
     peak_tokens: int = 0
     sent_tokens: int = 0
@@ -254,6 +259,8 @@ class PolicyStats:
         for f in dataclasses.fields(self):
             if f.name == "peak_tokens":
                 self.peak_tokens = max(self.peak_tokens, other.peak_tokens)
+            elif f.name == "worst_fittable":
+                self.worst_fittable = max(self.worst_fittable, other.worst_fittable)
             elif f.name == "violation_kinds":
                 self.violation_kinds.update(other.violation_kinds)
             else:
@@ -270,6 +277,8 @@ class PolicyStats:
             "requests": self.requests,
             "refused": self.refused,
             "over_budget": self.over_budget,
+            "over_budget_fittable": self.over_budget_fittable,
+            "worst_fittable": round(self.worst_fittable, 4),
             "rejected": self.rejected,
             "peak_tokens": self.peak_tokens,
             "mean_tokens": round(self.sent_tokens / self.sent, 1) if self.sent else 0.0,
@@ -312,6 +321,8 @@ class RunReport:
     requests: int
     head: int = 0
     unfittable: int = 0
+    #: The request points (message counts) that ``unfittable`` counts.
+    unfittable_points: frozenset[int] = frozenset()
     policies: dict[str, PolicyStats] = field(default_factory=dict)
     series: dict[str, list[int | None]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -614,14 +625,15 @@ def replay_run(
     conv.budget, conv.hard_limit = budget, hard_limit
     head_end = conv.first + 1 if conv.first >= 0 else len(run.messages)
     head = conv.fixed + conv.prefix[head_end]
-    unfittable = 0
+    unfittable: set[int] = set()
     last_assistant = -1
     point_set = set(points)
     for i in range(len(run.messages) + 1):
         if i in point_set:
             start = max(last_assistant, head_end)
             floor = head + (conv.prefix[i] - conv.prefix[start] if i > start else 0)
-            unfittable += floor > budget
+            if floor > budget:
+                unfittable.add(i)
         if i < len(run.messages) and conv.neutral[i].role == "assistant":
             last_assistant = i
     report = RunReport(
@@ -636,7 +648,8 @@ def replay_run(
         largest=largest,
         requests=len(points),
         head=head,
-        unfittable=unfittable,
+        unfittable=sum(p in unfittable for p in points),
+        unfittable_points=frozenset(unfittable),
         warnings=list(run.warnings) + ([warning] if warning else []),
     )
     for policy in policies:
@@ -692,6 +705,10 @@ def _replay_policy(
         stats.sent_tokens += size
         stats.peak_tokens = max(stats.peak_tokens, size)
         stats.over_budget += size > conv.budget
+        if upto not in report.unfittable_points:
+            stats.over_budget_fittable += size > conv.budget
+            if conv.budget:
+                stats.worst_fittable = max(stats.worst_fittable, size / conv.budget)
         stats.rejected += size > conv.hard_limit
         total = conv.result_tokens[upto]
         if total:

@@ -29,14 +29,19 @@ Admin routes: ``GET /_sim/stats``, ``POST /_sim/reset``, ``GET|POST|DELETE
 inject faults. Bodies nested more than 128 levels get a 400; the prefix cache and the
 request log are bounded in bytes. The server binds to 127.0.0.1 by default.
 
+Counting, the window check, the prefix cache, the scripted model and the faults are the
+simulator's core (:mod:`windowfit.simcore`), which the in-process model of
+:mod:`windowfit.sim` uses too; each API's module here is only its door (reading requests,
+writing answers and errors in the API's shape).
+
 Importing this package needs only the standard library; starlette and uvicorn (the
 ``server`` extra) are imported when a server is created.
 """
 
 from __future__ import annotations
 
+from ..simcore import ROUTES, Fault, ScriptedTool, fault_from_json, parse_fault, parse_scripted_tool
 from ._config import DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_BODY_BYTES, SimConfig
-from ._faults import ROUTES, Fault, fault_from_json, parse_fault
 from ._run import SimServer, create_app, is_loopback
 
 __all__ = [
@@ -44,10 +49,12 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "ROUTES",
     "Fault",
+    "ScriptedTool",
     "SimConfig",
     "SimServer",
     "create_app",
     "fault_from_json",
     "is_loopback",
     "parse_fault",
+    "parse_scripted_tool",
 ]

@@ -7,23 +7,42 @@ that a request the real API would refuse is refused here too, in the same shape.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..errors import ConversationError
 from ..formats import anthropic as anthropic_format
 from ..formats import get_format
+from ..formats._dialect import Usage
 from ..formats._rules import PairingRule
+from ..simcore import (
+    Answer,
+    Segment,
+    ToolOffer,
+    WindowRule,
+    canonical,
+    stable_id,
+    strip_cache_control,
+)
 from ..sizing import MESSAGE_OVERHEAD, Sizer
-from ._cache import Segment, canonical, strip_cache_control
-from ._errors import ProviderError, anthropic_error
-from ._script import Answer, ToolOffer, stable_id
+from ._door import Call, Door, Http, bearer
+from ._errors import ProviderError, retry_headers, status_kind
 from ._validate import python_type_word
 
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
 __all__ = [
+    "DOOR",
+    "WINDOW",
     "AnthropicRequest",
-    "context_error",
+    "anthropic_error",
+    "content_blocks",
+    "error",
     "message_body",
     "parse_request",
     "segments",
@@ -54,8 +73,87 @@ _RESULT_PART_TYPES = ("text", "image", "document", "search_result")
 _CHOICES = ("auto", "any", "tool", "none")
 
 
+def anthropic_error(
+    status: int,
+    type_: str,
+    message: str,
+    headers: dict[str, str] | None = None,
+    *,
+    kind: str = "invalid_request",
+) -> ProviderError:
+    """An error in the Messages API's shape (the app adds the ``request_id``)."""
+    body = {"type": "error", "error": {"type": type_, "message": message}}
+    return ProviderError(status, body, headers, kind=kind)
+
+
 def invalid(message: str) -> ProviderError:
     return anthropic_error(400, "invalid_request_error", message)
+
+
+#: The API's error type and usual words, status by status.
+_STATUSES: dict[int, tuple[str, str]] = {
+    400: ("invalid_request_error", "Injected invalid request (windowfit serve-sim fault)."),
+    401: ("authentication_error", "invalid x-api-key"),
+    403: (
+        "permission_error",
+        "Your API key does not have permission to use the specified resource.",
+    ),
+    404: ("not_found_error", "Not found"),
+    413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
+    429: (
+        "rate_limit_error",
+        "Number of request tokens has exceeded your per-minute rate limit "
+        "(https://docs.anthropic.com/en/api/rate-limits); see the response headers for "
+        "current usage. Please reduce the prompt length or the maximum tokens requested, "
+        "or try again later.",
+    ),
+    500: ("api_error", "Internal server error"),
+    529: ("overloaded_error", "Overloaded"),
+}
+
+
+def error(
+    status: int,
+    message: str | None = None,
+    type_: str | None = None,
+    *,
+    retry_after: float | None = None,
+    kind: str | None = None,
+) -> ProviderError:
+    """The error the API answers with for ``status`` (a fault, or a plain refusal)."""
+    default_type, default_message = _STATUSES.get(
+        status,
+        ("api_error", "Internal server error")
+        if status >= 500
+        else ("invalid_request_error", f"Request failed with status {status}."),
+    )
+    return anthropic_error(
+        status,
+        type_ or default_type,
+        message or default_message,
+        retry_headers(retry_after, status),
+        kind=kind or status_kind(status),
+    )
+
+
+def key(request: Request, keys: tuple[str, ...]) -> str:
+    """The caller's key (``x-api-key``, or ``Authorization: Bearer``; ``""`` when none was
+    sent); the API's 401 when keys are configured and it is missing or unknown."""
+    sent = request.headers.get("x-api-key") or bearer(request.headers.get("authorization"))
+    if not keys:
+        return sent or ""
+    if not sent:
+        raise anthropic_error(
+            401, "authentication_error", "x-api-key header is required", kind="authentication"
+        )
+    if sent not in keys:
+        raise anthropic_error(
+            401, "authentication_error", "invalid x-api-key", kind="authentication"
+        )
+    return sent
+
+
+BAD_JSON = "There was an error parsing the body of your request: it is not valid JSON."
 
 
 @dataclass
@@ -350,18 +448,8 @@ def segments(request: AnthropicRequest, sizer: Sizer) -> list[Segment]:
     return out
 
 
-def context_error(
-    tokens: int, max_tokens: int | None, window: int, reserve: bool
-) -> ProviderError | None:
-    """Anthropic's refusal of a request too long for the window, or ``None`` (the
-    wording is the dialect's, :mod:`windowfit.formats.anthropic`)."""
-    if tokens > window:
-        status, body = anthropic_format.overflow_error(tokens, window)
-    elif reserve and max_tokens is not None and tokens + max_tokens > window:
-        status, body = anthropic_format.output_overflow_error(tokens, max_tokens, window)
-    else:
-        return None
-    return ProviderError(status, body, kind="context_overflow")
+#: The API's refusal of a prompt too long (the wording is the dialect's).
+WINDOW = WindowRule(anthropic_format.overflow_error, anthropic_format.output_overflow_error)
 
 
 # --------------------------------------------------------------------------- answering
@@ -381,13 +469,15 @@ def content_blocks(answer: Answer, message_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def usage_body(read: int, write: int, uncached: int, output: int) -> dict[str, Any]:
+def usage_body(usage: Usage) -> dict[str, Any]:
+    """The core's usage in the API's fields (``input_tokens`` is the uncached part)."""
+    write = usage.cache_write_tokens
     return {
-        "input_tokens": uncached,
+        "input_tokens": usage.uncached_input_tokens,
         "cache_creation_input_tokens": write,
-        "cache_read_input_tokens": read,
+        "cache_read_input_tokens": usage.cache_read_tokens,
         "cache_creation": {"ephemeral_5m_input_tokens": write, "ephemeral_1h_input_tokens": 0},
-        "output_tokens": output,
+        "output_tokens": usage.output_tokens,
         "service_tier": "standard",
     }
 
@@ -487,3 +577,82 @@ def stream_events(
     )
     events.append(("message_stop", {"type": "message_stop"}))
     return events
+
+
+# --------------------------------------------------------------------------- the door
+
+
+async def serve(state: Any, call: Call, http: Http) -> Response:
+    """Answer a Messages (or count_tokens) request with the simulator's core."""
+    core = state.core
+    count_only = call.route.endswith(".count_tokens")
+    request = parse_request(call.data, count_only=count_only)
+    entry = call.entry
+    entry.model, entry.max_tokens, entry.stream = request.model, request.max_tokens, request.stream
+    sizer = core.sizer(_SPEC.name)
+    try:
+        pieces = await asyncio.to_thread(segments, request, sizer)
+    except ConversationError as exc:
+        raise invalid(str(exc)) from None
+    tokens = entry.tokens = sum(s.tokens for s in pieces)
+    late = http.late_fault(DOOR, call.fault, request.stream)
+    if late is not None:
+        entry.error = "dropped"
+        return late
+    headers = http.request_id(DOOR)
+    if count_only:
+        entry.status = 200
+        return http.json({"input_tokens": tokens}, headers=headers)
+    refusal = core.refusal(WINDOW, tokens, request.max_tokens)
+    if refusal is not None:
+        raise ProviderError(*refusal, kind="context_overflow")
+    use = core.cache_use(f"{call.key}\x00{request.model}", pieces, explicit=True)
+    answer = core.answer(
+        request.offers(),
+        choice=request.choice,
+        named=request.named,
+        results=request.results(),
+        tokens=tokens,
+        model=request.model,
+    )
+    message_id = stable_id("msg_", *(s.key for s in pieces[-3:]), tokens)
+    content = content_blocks(answer, message_id)
+    output = sizer.size_of(_SPEC.from_message({"role": "assistant", "content": content}, 0))
+    out_tokens = output.tokens
+    stop = "tool_use" if answer.tool is not None else "end_turn"
+    if answer.tool is None:
+        text, out_tokens, cut = core.cut(content[0]["text"], out_tokens, request.max_tokens)
+        content[0]["text"] = text
+        stop = "max_tokens" if cut else stop
+    usage = usage_body(core.usage(tokens, use, out_tokens))
+    entry.cache_read, entry.cache_write = use.read, use.write
+    entry.output_tokens = out_tokens
+    entry.status = 200
+    if not request.stream:
+        body = message_body(message_id, request.model, content, stop, usage)
+        return http.json(body, headers=headers)
+    events = stream_events(
+        message_id, request.model, content, stop, usage, state.config.stream_chunk_chars
+    )
+    frames = [http.sse(name, payload) for name, payload in events]
+    problem = http.stream_fault(DOOR, call)
+    fault_frame = http.sse("error", problem.body) if problem is not None else b""
+    return http.event_stream(frames, headers, call.fault, fault_frame)
+
+
+def _recognises(headers: Mapping[str, str]) -> bool:
+    return "anthropic-version" in headers or "x-api-key" in headers
+
+
+DOOR = Door(
+    name=_SPEC.name,
+    request_id_header="request-id",
+    request_id_in_body=True,
+    error=error,
+    invalid=invalid,
+    bad_json=BAD_JSON,
+    key=key,
+    window=WINDOW,
+    serve=serve,
+    recognises=_recognises,
+)

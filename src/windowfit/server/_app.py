@@ -3,17 +3,19 @@
 Every provider request goes through the same steps, so that what a client sees is
 predictable:
 
-1. the body is read up to ``max_body_bytes`` (else 413 in the provider's shape);
+1. the body is read up to ``max_body_bytes`` (else 413 in the API's shape);
 2. the next waiting fault for the route is taken: its delay is waited, and an error or a
    drop that does not wait for stream events is served now;
 3. the API key is checked when keys are configured (401);
-4. the body is parsed and checked (400 in the provider's wording);
-5. the request is counted with the real tokenizer; a fault meant for the middle of a
-   stream is served now when the request is not streamed;
-6. a request that does not fit the window is refused (400, "prompt is too long" /
-   ``context_length_exceeded``);
-7. the prefix cache is consulted and the scripted model answers, as JSON or as SSE (with
-   the fault, if any, after its ``after_events`` events).
+4. the body is parsed as JSON (400 in the API's wording);
+5. the API's door (``_anthropic``, ``_openai``, ``_responses``, ``_gemini``: a
+   :class:`~windowfit.server._door.Door`) checks the request and asks the simulator's core
+   (:class:`windowfit.simcore.SimCore`) to count it with the real tokenizer, to check it
+   against the window, to consult the prefix cache and to answer with the scripted model;
+   it writes the answer as JSON or as SSE (with the fault, if any, after its
+   ``after_events`` events).
+
+Nothing here knows a provider by its name: each fact is its door's.
 """
 
 from __future__ import annotations
@@ -28,23 +30,20 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ..errors import ConversationError
-from ..formats import get_format
+from ..simcore import Fault, ScriptedModel, SimCore, fault_from_json, stable_id
 from ..sizing import Sizer
 from ..tokens import Estimator
 from . import _anthropic, _gemini, _openai, _responses
-from ._cache import MemoEstimator, PrefixCache, Segment
 from ._config import SimConfig
-from ._errors import Provider, ProviderError, anthropic_error, default_error, openai_error
-from ._faults import Fault, FaultQueue, fault_from_json
-from ._script import decide, stable_id
+from ._door import Call, Door, Http, bearer
+from ._errors import ProviderError
 from ._stats import RequestLog, Stats
 
-__all__ = ["SimState", "build_app"]
+__all__ = ["FAULTS_BODY_EXAMPLE", "MAX_JSON_DEPTH", "SimState", "build_app", "nesting_exceeds"]
 
 _log = logging.getLogger("windowfit.server")
 
@@ -62,28 +61,46 @@ FAULTS_BODY_EXAMPLE = (
     '{"delay": 0.5}], "replace": false}'
 )
 
+#: The doors by route (the Gemini routes are found from the URL's method).
+_DOORS: dict[str, Door] = {
+    "anthropic.messages": _anthropic.DOOR,
+    "anthropic.count_tokens": _anthropic.DOOR,
+    "openai.chat": _openai.DOOR,
+    "openai.responses": _responses.DOOR,
+    "gemini.generate": _gemini.DOOR,
+    "gemini.stream": _gemini.DOOR,
+}
+#: The door whose shape answers a request no door recognises (an unknown path).
+_FALLBACK = _openai.DOOR
+
 
 class SimState:
-    """Everything the server keeps between requests."""
+    """Everything the server keeps between requests: the simulator's core (counting,
+    window, prefix cache, scripted model, faults) and the counters."""
 
     def __init__(self, config: SimConfig, estimator: Estimator) -> None:
         self.config = config
-        counted = MemoEstimator(estimator)
-        self.tokenizer = estimator.name
-        self.sizers = {"anthropic": Sizer(counted, "anthropic"), "openai": Sizer(counted, "openai")}
-        self.sizers["openai-responses"] = Sizer(counted, "openai-responses")
-        self.cache = PrefixCache(
-            min_tokens=config.cache_min_tokens,
-            increment=config.cache_increment,
-            ttl=config.cache_ttl,
-            max_bytes=config.cache_max_bytes,
+        self.core = SimCore(
+            window=config.context_window,
+            tokenizer=estimator,
+            model=ScriptedModel(config.tool_rounds, config.reply, config.script_tool),
+            reserve_output=config.reserve_output,
+            cache_min_tokens=config.cache_min_tokens,
+            cache_increment=config.cache_increment,
+            cache_ttl=config.cache_ttl,
+            cache_max_bytes=config.cache_max_bytes,
+            faults=config.faults,
         )
-        self.faults = FaultQueue(config.faults)
+        self.tokenizer = estimator.name
+        self.cache = self.core.cache
+        self.faults = self.core.faults
         self.stats = Stats(log_max_bytes=config.log_max_bytes)
 
+    def sizer(self, format_name: str) -> Sizer:
+        return self.core.sizer(format_name)
+
     def reset(self) -> None:
-        self.cache.clear()
-        self.faults.clear()
+        self.core.reset()
         self.stats = Stats(log_max_bytes=self.config.log_max_bytes)
 
     def stats_json(self) -> dict[str, Any]:
@@ -119,16 +136,15 @@ def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -
     return Response(_dumps(body), status, headers=headers, media_type="application/json")
 
 
-def _request_id(provider: Provider) -> dict[str, str]:
-    rid = stable_id("req_sim", time.time_ns())
-    return {"request-id": rid} if provider == "anthropic" else {"x-request-id": rid}
+def _request_id(door: Door) -> dict[str, str]:
+    return {door.request_id_header: stable_id("req_sim", time.time_ns())}
 
 
-def _error_response(provider: Provider, error: ProviderError) -> Response:
-    headers = {**error.headers, **_request_id(provider)}
+def _error_response(door: Door, error: ProviderError) -> Response:
+    headers = {**error.headers, **_request_id(door)}
     body = dict(error.body)
-    if provider == "anthropic":
-        body["request_id"] = headers["request-id"]
+    if door.request_id_in_body:
+        body["request_id"] = headers[door.request_id_header]
     return _json(body, error.status, headers)
 
 
@@ -193,52 +209,6 @@ def _sse(event: str | None, data: Any) -> bytes:
 # --------------------------------------------------------------------------- checks
 
 
-def _bearer(value: str | None) -> str | None:
-    if value and value[:7].lower() == "bearer ":
-        return value[7:].strip() or None
-    return None
-
-
-def _mask(key: str) -> str:
-    return f"{key[:3]}{'*' * max(3, len(key) - 7)}{key[-4:]}" if len(key) > 8 else "***"
-
-
-def _check_key(provider: Provider, request: Request, keys: tuple[str, ...]) -> str:
-    """The caller's key (``""`` when none was sent); 401 when keys are configured and the
-    key is missing or unknown."""
-    if provider == "anthropic":
-        key = request.headers.get("x-api-key") or _bearer(request.headers.get("authorization"))
-    else:
-        key = _bearer(request.headers.get("authorization"))
-    if not keys:
-        return key or ""
-    if not key:
-        if provider == "anthropic":
-            raise anthropic_error(
-                401, "authentication_error", "x-api-key header is required", kind="authentication"
-            )
-        raise openai_error(
-            401,
-            "You didn't provide an API key. You need to provide your API key in an Authorization "
-            "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY). You can obtain an "
-            "API key from https://platform.openai.com/account/api-keys.",
-            kind="authentication",
-        )
-    if key not in keys:
-        if provider == "anthropic":
-            raise anthropic_error(
-                401, "authentication_error", "invalid x-api-key", kind="authentication"
-            )
-        raise openai_error(
-            401,
-            f"Incorrect API key provided: {_mask(key)}. You can find your API key at "
-            "https://platform.openai.com/account/api-keys.",
-            code="invalid_api_key",
-            kind="authentication",
-        )
-    return key
-
-
 def _control_refusal(request: Request, keys: tuple[str, ...]) -> Response | None:
     """401 for a control route (``/_sim/...``) when keys are configured and the request
     carries none of them (as ``x-api-key`` or ``Authorization: Bearer``, the forms the
@@ -246,7 +216,7 @@ def _control_refusal(request: Request, keys: tuple[str, ...]) -> Response | None
     reset counters or read the request log."""
     if not keys:
         return None
-    key = request.headers.get("x-api-key") or _bearer(request.headers.get("authorization"))
+    key = request.headers.get("x-api-key") or bearer(request.headers.get("authorization"))
     if key and any(hmac.compare_digest(key.encode(), k.encode()) for k in keys):
         return None
     why = "invalid API key" if key else "an API key is required"
@@ -257,13 +227,7 @@ def _control_refusal(request: Request, keys: tuple[str, ...]) -> Response | None
     )
 
 
-def _too_large(provider: Provider) -> ProviderError:
-    return default_error(provider, 413)
-
-
-async def _read_body(
-    request: Request, limit: int, provider: Provider, drain_seconds: float
-) -> bytes:
+async def _read_body(request: Request, limit: int, door: Door, drain_seconds: float) -> bytes:
     """The body, or 413 once it passes ``limit``. The rest of an oversized body is read and
     dropped, up to a bound in bytes and in time, so that an honest client gets the answer
     rather than a broken pipe, and a client that stops sending cannot hold the answer."""
@@ -273,7 +237,7 @@ async def _read_body(
         try:
             too_big = int(declared) > limit
         except ValueError:
-            raise _invalid_json(provider) from None
+            raise door.invalid(door.bad_json) from None
     chunks: list[bytes] = []
     size = 0
     pieces = request.stream().__aiter__()
@@ -297,29 +261,17 @@ async def _read_body(
             continue
         chunks.append(chunk)
     if too_big:
-        raise _too_large(provider)
+        raise door.error(413)
     return b"".join(chunks)
 
 
-def _invalid_json(provider: Provider) -> ProviderError:
-    if provider == "anthropic":
-        return anthropic_error(
-            400,
-            "invalid_request_error",
-            "There was an error parsing the body of your request: it is not valid JSON.",
-        )
-    return openai_error(400, _openai.BAD_JSON)
-
-
-def _too_deep(provider: Provider) -> ProviderError:
+def _too_deep(door: Door) -> ProviderError:
     """400 for a body nested too deeply; the server logs it as one line (never a
     traceback: the body is the client's mistake, and a log line per level would let a
     5 KB request write hundreds of KB of log)."""
-    message = f"The request body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep."
-    if provider == "anthropic":
-        error = anthropic_error(400, "invalid_request_error", message)
-    else:
-        error = openai_error(400, message)
+    error = door.invalid(
+        f"The request body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep."
+    )
     error.log_line = f"refused a request body nested more than {MAX_JSON_DEPTH} levels deep"
     return error
 
@@ -338,29 +290,43 @@ def nesting_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-def _parse_json(body: bytes, provider: Provider) -> Any:
+def _parse_json(body: bytes, door: Door) -> Any:
     """The parsed body; 400 for invalid JSON and for JSON nested deeper than
     :data:`MAX_JSON_DEPTH` (the parser itself gives up near the recursion limit)."""
     try:
         data = json.loads(body)
     except ValueError:
-        raise _invalid_json(provider) from None
+        raise door.invalid(door.bad_json) from None
     except RecursionError:
-        raise _too_deep(provider) from None
+        raise _too_deep(door) from None
     if isinstance(data, (dict, list)) and nesting_exceeds(data, MAX_JSON_DEPTH):
-        raise _too_deep(provider)
+        raise _too_deep(door)
     return data
 
 
-def _fault_error(provider: Provider, fault: Fault) -> ProviderError:
+def _fault_error(door: Door, fault: Fault) -> ProviderError:
     assert fault.status is not None
-    return default_error(
-        provider,
-        fault.status,
-        type_=fault.type,
-        message=fault.message,
-        retry_after=fault.retry_after,
-    )
+    return door.error(fault.status, fault.message, fault.type, retry_after=fault.retry_after)
+
+
+def _late_fault(door: Door, fault: Fault | None, stream: bool) -> Response | None:
+    """A fault meant for a stream's middle, served at once to a plain request."""
+    if fault is None or fault.after_events is None or stream:
+        return None
+    if fault.drop:
+        return _Dropped()
+    raise _fault_error(door, fault)
+
+
+def _stream_fault(door: Door, call: Call) -> ProviderError | None:
+    fault = call.fault
+    if fault is not None and fault.status is not None:
+        error = _fault_error(door, fault)
+        call.entry.error = error.kind
+        return error
+    if fault is not None and fault.drop:
+        call.entry.error = "dropped"
+    return None
 
 
 def _describe(fault: Fault) -> str:
@@ -371,6 +337,19 @@ def _describe(fault: Fault) -> str:
     return f"delay={fault.delay:g}"
 
 
+_HTTP = Http(
+    json=_json,
+    sse=_sse,
+    event_stream=lambda *a, **k: _EventStream(*a, **k),
+    dropped=lambda: _Dropped(),
+    late_fault=_late_fault,
+    fault_error=_fault_error,
+    stream_fault=_stream_fault,
+    request_id=_request_id,
+    streaming=StreamingResponse,
+)
+
+
 # --------------------------------------------------------------------------- the app
 
 
@@ -378,49 +357,35 @@ class _App:
     def __init__(self, state: SimState) -> None:
         self.state = state
 
-    async def _count(self, provider: Provider, request: Any) -> list[Segment]:
-        sizer = self.state.sizers[provider]
-        module: Any = _anthropic if provider == "anthropic" else _openai
-        try:
-            result: list[Segment] = await asyncio.to_thread(module.segments, request, sizer)
-        except ConversationError as exc:
-            if provider == "anthropic":
-                raise _anthropic.invalid(str(exc)) from None
-            raise openai_error(400, str(exc)) from None
-        return result
-
-    async def handle(self, request: Request, route: str) -> Response:
-        provider: Provider = "anthropic" if route.startswith("anthropic") else "openai"
+    async def handle(self, request: Request, route: str, door: Door) -> Response:
         entry = self.state.stats.start(route)
         try:
-            response = await self._serve(request, route, provider, entry)
+            response = await self._serve(request, route, door, entry)
         except ProviderError as error:
             entry.status = error.status
             entry.error = error.kind
-            response = _error_response(provider, error)
+            response = _error_response(door, error)
             if error.log_line:
                 _log.warning("windowfit serve-sim: %s: %s", route, error.log_line)
         except RecursionError:  # a walk deeper than the depth check foresaw: still bad input
             entry.status = 400
             entry.error = "invalid_request"
-            response = _error_response(provider, _too_deep(provider))
+            response = _error_response(door, _too_deep(door))
         except ClientDisconnect:
             entry.status = 499
             entry.error = "client_disconnected"
             response = Response(status_code=499)
-        except Exception:  # a bug here must still answer in the provider's shape
+        except Exception:  # a bug here must still answer in the API's shape
             _log.exception("windowfit serve-sim: unexpected error")
             entry.status = 500
             entry.error = "server"
-            response = _error_response(provider, default_error(provider, 500))
+            response = _error_response(door, door.error(500))
         self.state.stats.finish(entry)
         return response
 
-    async def _serve(
-        self, request: Request, route: str, provider: Provider, entry: RequestLog
-    ) -> Response:
+    async def _serve(self, request: Request, route: str, door: Door, entry: RequestLog) -> Response:
         config = self.state.config
-        body = await _read_body(request, config.max_body_bytes, provider, config.drain_seconds)
+        body = await _read_body(request, config.max_body_bytes, door, config.drain_seconds)
         fault = self.state.faults.take(route)
         if fault is not None:
             entry.fault = _describe(fault)
@@ -433,263 +398,27 @@ class _App:
                 entry.error = "dropped"
                 return _Dropped()
             if fault.status is not None:
-                raise _fault_error(provider, fault)
-        key = _check_key(provider, request, config.api_keys)
-        data = _parse_json(body, provider)
-        if route == "openai.chat":
-            return await self._openai(data, key, fault, entry)
-        if route == "openai.responses":
-            return await self._responses(data, key, fault, entry)
-        return await self._anthropic(data, key, fault, entry, route == "anthropic.count_tokens")
-
-    def _late_fault(self, provider: Provider, fault: Fault | None, stream: bool) -> Response | None:
-        """A fault meant for a stream's middle, served at once to a plain request."""
-        if fault is None or fault.after_events is None or stream:
-            return None
-        if fault.drop:
-            return _Dropped()
-        raise _fault_error(provider, fault)
-
-    async def _anthropic(
-        self, data: Any, key: str, fault: Fault | None, entry: RequestLog, count_only: bool
-    ) -> Response:
-        config = self.state.config
-        request = _anthropic.parse_request(data, count_only=count_only)
-        entry.model = request.model
-        entry.max_tokens = request.max_tokens
-        entry.stream = request.stream
-        segments = await self._count("anthropic", request)
-        tokens = sum(s.tokens for s in segments)
-        entry.tokens = tokens
-        late = self._late_fault("anthropic", fault, request.stream)
-        if late is not None:
-            entry.error = "dropped"
-            return late
-        if count_only:
-            entry.status = 200
-            return _json({"input_tokens": tokens}, headers=_request_id("anthropic"))
-        refusal = _anthropic.context_error(
-            tokens, request.max_tokens, config.context_window, config.reserve_output
-        )
-        if refusal is not None:
-            raise refusal
-        use = self.state.cache.explicit(f"{key}\x00{request.model}", segments)
-        answer = decide(
-            request.offers(),
-            choice=request.choice,
-            named=request.named,
-            results=request.results(),
-            tool_rounds=config.tool_rounds,
-            reply=config.reply,
-            tokens=tokens,
-            model=request.model,
-            script=config.script_tool,
-        )
-        message_id = stable_id("msg_", *(s.key for s in segments[-3:]), tokens)
-        content = _anthropic.content_blocks(answer, message_id)
-        sizer = self.state.sizers["anthropic"]
-        spec = get_format("anthropic")
-        output = sizer.size_of(spec.from_message({"role": "assistant", "content": content}, 0))
-        out_tokens = output.tokens
-        stop = "tool_use" if answer.tool is not None else "end_turn"
-        assert request.max_tokens is not None
-        if answer.tool is None and out_tokens > request.max_tokens:
-            text = content[0]["text"]
-            content[0]["text"] = text[: max(1, len(text) * request.max_tokens // out_tokens)]
-            out_tokens = request.max_tokens
-            stop = "max_tokens"
-        usage = _anthropic.usage_body(
-            use.read, use.write, tokens - use.read - use.write, out_tokens
-        )
-        entry.cache_read, entry.cache_write = use.read, use.write
-        entry.output_tokens = out_tokens
-        entry.status = 200
-        headers = _request_id("anthropic")
-        if not request.stream:
-            body = _anthropic.message_body(message_id, request.model, content, stop, usage)
-            return _json(body, headers=headers)
-        events = _anthropic.stream_events(
-            message_id, request.model, content, stop, usage, config.stream_chunk_chars
-        )
-        frames = [_sse(name, payload) for name, payload in events]
-        fault_frame = b""
-        if fault is not None and fault.status is not None:
-            error = _fault_error("anthropic", fault)
-            entry.error = error.kind
-            fault_frame = _sse("error", error.body)
-        elif fault is not None and fault.drop:
-            entry.error = "dropped"
-        return _EventStream(frames, headers, fault, fault_frame)
-
-    async def _openai(
-        self, data: Any, key: str, fault: Fault | None, entry: RequestLog
-    ) -> Response:
-        config = self.state.config
-        request = _openai.parse_request(data)
-        entry.model = request.model
-        entry.max_tokens = request.max_tokens
-        entry.stream = request.stream
-        segments = await self._count("openai", request)
-        tokens = sum(s.tokens for s in segments)
-        entry.tokens = tokens
-        late = self._late_fault("openai", fault, request.stream)
-        if late is not None:
-            entry.error = "dropped"
-            return late
-        refusal = _openai.context_error(
-            tokens, request.max_tokens, config.context_window, config.reserve_output
-        )
-        if refusal is not None:
-            raise refusal
-        namespace = f"{key}\x00{request.model}\x00{request.cache_key or ''}"
-        use = self.state.cache.automatic(namespace, segments)
-        answer = decide(
-            request.offers(),
-            choice=request.choice,
-            named=request.named,
-            results=request.results(),
-            tool_rounds=config.tool_rounds,
-            reply=config.reply,
-            tokens=tokens,
-            model=request.model,
-            script=config.script_tool,
-        )
-        completion_id = stable_id("chatcmpl-", *(s.key for s in segments[-3:]), tokens)
-        message = _openai.assistant_message(answer, completion_id)
-        sizer = self.state.sizers["openai"]
-        spec = get_format("openai")
-        out_tokens = sizer.size_of(spec.from_message(message, 0)).tokens
-        finish = "tool_calls" if answer.tool is not None else "stop"
-        limit = request.max_tokens
-        if answer.tool is None and limit is not None and out_tokens > limit:
-            text = str(message["content"])
-            message["content"] = text[: max(1, len(text) * limit // out_tokens)]
-            out_tokens = limit
-            finish = "length"
-        usage = _openai.usage_body(tokens, use.read, out_tokens)
-        entry.cache_read = use.read
-        entry.output_tokens = out_tokens
-        entry.status = 200
-        headers = _request_id("openai")
-        created = int(time.time())
-        if not request.stream:
-            body = _openai.completion_body(
-                completion_id, request.model, created, message, finish, usage
-            )
-            return _json(body, headers=headers)
-        chunks = _openai.stream_chunks(
-            completion_id,
-            request.model,
-            created,
-            message,
-            finish,
-            usage,
-            include_usage=request.include_usage,
-            chunk=config.stream_chunk_chars,
-        )
-        frames = [_sse(None, c) for c in chunks] + [_sse(None, "[DONE]")]
-        fault_frame = b""
-        if fault is not None and fault.status is not None:
-            error = _fault_error("openai", fault)
-            entry.error = error.kind
-            fault_frame = _sse(None, error.body)
-        elif fault is not None and fault.drop:
-            entry.error = "dropped"
-        return _EventStream(frames, headers, fault, fault_frame)
-
-    async def _responses(
-        self, data: Any, key: str, fault: Fault | None, entry: RequestLog
-    ) -> Response:
-        """OpenAI Responses, with the same steps as Chat (see ``_responses``)."""
-        config = self.state.config
-        request = _responses.parse_request(data)
-        entry.model, entry.max_tokens, entry.stream = (
-            request.model,
-            request.max_tokens,
-            request.stream,
-        )
-        sizer = self.state.sizers["openai-responses"]
-        try:
-            segments = await asyncio.to_thread(_responses.segments, request, sizer)
-        except ConversationError as exc:
-            raise openai_error(400, str(exc), param="input") from None
-        tokens = entry.tokens = sum(s.tokens for s in segments)
-        late = self._late_fault("openai", fault, request.stream)
-        if late is not None:
-            entry.error = "dropped"
-            return late
-        refusal = _responses.context_error(
-            tokens, request.max_tokens, config.context_window, config.reserve_output
-        )
-        if refusal is not None:
-            raise refusal
-        namespace = f"{key}\x00{request.model}\x00{request.cache_key or ''}"
-        use = self.state.cache.automatic(namespace, segments)
-        answer = decide(
-            request.offers(),
-            choice=request.choice,
-            named=request.named,
-            results=request.results(),
-            tool_rounds=config.tool_rounds,
-            reply=config.reply,
-            tokens=tokens,
-            model=request.model,
-            script=config.script_tool,
-        )
-        response_id = stable_id("resp_", *(s.key for s in segments[-3:]), tokens)
-        output = _responses.output_items(answer, response_id)
-        spec = get_format("openai-responses")
-        out_tokens = sum(spec.scan(item, 0, sizer).tokens for item in output)
-        status, incomplete = "completed", None
-        limit = request.max_tokens
-        if answer.tool is None and limit is not None and out_tokens > limit:
-            part = output[0]["content"][0]
-            part["text"] = part["text"][: max(1, len(part["text"]) * limit // out_tokens)]
-            out_tokens, status, incomplete = limit, "incomplete", "max_output_tokens"
-            output[0]["status"] = "incomplete"
-        usage = _responses.usage_body(tokens, use.read, use.write, out_tokens)
-        entry.cache_read, entry.output_tokens, entry.status = use.read, out_tokens, 200
-        headers = _request_id("openai")
-        if not request.stream:
-            body = _responses.response_body(
-                request, response_id, output, usage, status=status, incomplete=incomplete
-            )
-            return _json(body, headers=headers)
-        events = _responses.stream_events(
-            request,
-            response_id,
-            output,
-            usage,
-            status=status,
-            incomplete=incomplete,
-            chunk=config.stream_chunk_chars,
-        )
-        frames = [_sse(e["type"], e) for e in events]
-        fault_frame = b""
-        if fault is not None and fault.status is not None:
-            error = _fault_error("openai", fault)
-            entry.error = error.kind
-            fault_frame = _sse("error", _responses.error_event(error.body, fault.after_events or 0))
-        elif fault is not None and fault.drop:
-            entry.error = "dropped"
-        return _EventStream(frames, headers, fault, fault_frame)
+                raise _fault_error(door, fault)
+        key = door.key(request, config.api_keys)
+        data = _parse_json(body, door)
+        return await door.serve(self.state, Call(data, key, fault, entry, route, request), _HTTP)
 
     # -- routes ----------------------------------------------------------------------
 
-    async def messages(self, request: Request) -> Response:
-        return await self.handle(request, "anthropic.messages")
+    def route(self, name: str) -> Any:
+        door = _DOORS[name]
 
-    async def count_tokens(self, request: Request) -> Response:
-        return await self.handle(request, "anthropic.count_tokens")
+        async def endpoint(request: Request) -> Response:
+            return await self.handle(request, name, door)
 
-    async def chat(self, request: Request) -> Response:
-        return await self.handle(request, "openai.chat")
-
-    async def responses(self, request: Request) -> Response:
-        return await self.handle(request, "openai.responses")
+        return endpoint
 
     async def gemini(self, request: Request) -> Response:
-        return await _gemini.serve(self.state, request, request.path_params["target"], _GEMINI_HTTP)
+        route = _gemini.route_for(request.path_params["target"])
+        if route is None:
+            error = _gemini.unknown_method(request.path_params["target"])
+            return _json(error.body, error.status, _request_id(_gemini.DOOR))
+        return await self.handle(request, route, _gemini.DOOR)
 
     def control(self, handler: Any) -> Any:
         """``handler`` behind the API key check of the control routes."""
@@ -719,7 +448,7 @@ class _App:
             return _json({"pending": []})
         try:
             config = self.state.config
-            raw = await _read_body(request, config.max_body_bytes, "openai", config.drain_seconds)
+            raw = await _read_body(request, config.max_body_bytes, _FALLBACK, config.drain_seconds)
         except ProviderError:
             return _json({"error": "body too large"}, 413)
         try:
@@ -744,21 +473,13 @@ class _App:
             if refusal is not None:
                 return refusal
         status = exc.status_code if isinstance(exc, HTTPException) else 404
-        anthropic = "anthropic-version" in request.headers or "x-api-key" in request.headers
-        provider: Provider = "anthropic" if anthropic else "openai"
+        doors = dict.fromkeys(_DOORS.values())
+        door = next((d for d in doors if d.recognises(request.headers)), _FALLBACK)
         if status == 405:
             message = f"Method Not Allowed ({request.method} {request.url.path})"
         else:
             message = f"Invalid URL ({request.method} {request.url.path})"
-        if provider == "anthropic":
-            kind = "not_found_error" if status == 404 else "invalid_request_error"
-            error = anthropic_error(status, kind, message)
-        else:
-            error = openai_error(status, message)
-        return _error_response(provider, error)
-
-
-_GEMINI_HTTP = _gemini.Http(_read_body, _parse_json, _json, _sse, _EventStream, _Dropped)
+        return _error_response(door, door.error(status, message))
 
 
 def build_app(state: SimState) -> Starlette:
@@ -766,12 +487,12 @@ def build_app(state: SimState) -> Starlette:
     routes = [
         Route("/v1beta/models/{target}", app.gemini, methods=["POST"]),
         Route("/v1/models/{target}", app.gemini, methods=["POST"]),
-        Route("/v1/messages", app.messages, methods=["POST"]),
-        Route("/v1/messages/count_tokens", app.count_tokens, methods=["POST"]),
-        Route("/v1/chat/completions", app.chat, methods=["POST"]),
-        Route("/chat/completions", app.chat, methods=["POST"]),
-        Route("/v1/responses", app.responses, methods=["POST"]),
-        Route("/responses", app.responses, methods=["POST"]),
+        Route("/v1/messages", app.route("anthropic.messages"), methods=["POST"]),
+        Route("/v1/messages/count_tokens", app.route("anthropic.count_tokens"), methods=["POST"]),
+        Route("/v1/chat/completions", app.route("openai.chat"), methods=["POST"]),
+        Route("/chat/completions", app.route("openai.chat"), methods=["POST"]),
+        Route("/v1/responses", app.route("openai.responses"), methods=["POST"]),
+        Route("/responses", app.route("openai.responses"), methods=["POST"]),
         Route("/_sim/stats", app.control(app.stats), methods=["GET"]),
         Route("/_sim/reset", app.control(app.reset), methods=["POST"]),
         Route("/_sim/faults", app.control(app.faults), methods=["GET", "POST", "DELETE"]),

@@ -5,9 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ._cache import DEFAULT_CACHE_BYTES
-from ._faults import Fault
-from ._script import ScriptedTool
+from ..simcore import DEFAULT_CACHE_BYTES, DEFAULT_REPLY, Fault, ScriptedTool
 from ._stats import DEFAULT_LOG_BYTES
 
 __all__ = [
@@ -55,7 +53,7 @@ class SimConfig:
     api_keys: tuple[str, ...] = ()
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     tool_rounds: int = 3
-    reply: str = "Done: I read {results} tool results."
+    reply: str = DEFAULT_REPLY
     reserve_output: bool = True
     cache_min_tokens: int = 1024
     cache_increment: int = 128

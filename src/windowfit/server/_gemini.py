@@ -19,30 +19,27 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
-import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response, StreamingResponse
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConversationError
 from ..formats import gemini as _format
+from ..formats._dialect import Usage
 from ..formats._facts import describe
 from ..formats._rules import PairingRule, Problem
+from ..simcore import Answer, Fault, Segment, ToolOffer, WindowRule, canonical, stable_id
 from ..sizing import Sizer
-from ._cache import Segment, canonical
-from ._errors import ProviderError
-from ._faults import Fault
-from ._script import Answer, ToolOffer, decide, stable_id
-from ._stats import RequestLog
+from ._door import Call, Door, Http
+from ._errors import ProviderError, status_kind
 
-__all__ = ["GeminiRequest", "Http", "error", "parse_request", "serve"]
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+__all__ = ["DOOR", "WINDOW", "GeminiRequest", "error", "parse_request", "route_for", "serve"]
 
 _SPEC = _format.SPEC
-_log = logging.getLogger("windowfit.server")
 
 #: The gRPC status Google names beside each HTTP status, and its usual words.
 _STATUSES: dict[int, tuple[str, str]] = {
@@ -57,23 +54,21 @@ _STATUSES: dict[int, tuple[str, str]] = {
     504: ("DEADLINE_EXCEEDED", "The request timed out. Please try again."),
 }
 
-_KINDS = {401: "authentication", 403: "permission", 404: "not_found", 429: "rate_limit"}
-
 
 def error(
     status: int,
     message: str | None = None,
-    grpc: str | None = None,
+    type_: str | None = None,
     *,
     retry_after: float | None = None,
     kind: str | None = None,
 ) -> ProviderError:
-    """An error in Gemini's shape; a 429 says when to come back as Google does, in a
-    ``RetryInfo`` detail."""
+    """An error in Gemini's shape (``type_`` is the gRPC status name); a 429 says when to
+    come back as Google does, in a ``RetryInfo`` detail."""
     default_grpc, default_message = _STATUSES.get(
         status, ("INTERNAL" if status >= 500 else "FAILED_PRECONDITION", f"HTTP {status}.")
     )
-    body = _format.error_body(status, message or default_message, grpc or default_grpc)
+    body = _format.error_body(status, message or default_message, type_ or default_grpc)
     if retry_after is None and status == 429:
         retry_after = 1.0
     if retry_after is not None:
@@ -83,20 +78,11 @@ def error(
                 "retryDelay": f"{max(0.0, retry_after):g}s",
             }
         ]
-    if kind is None:
-        kind = _KINDS.get(status) or (
-            "overloaded" if status == 503 else "server" if status >= 500 else "invalid_request"
-        )
-    return ProviderError(status, body, kind=kind)
+    return ProviderError(status, body, kind=kind or status_kind(status))
 
 
-def _regrade(problem: ProviderError) -> ProviderError:
-    """An error raised by a helper shared with the other doors, in Gemini's shape."""
-    inner = problem.body.get("error")
-    message = inner.get("message") if isinstance(inner, Mapping) else None
-    out = error(problem.status, message if isinstance(message, str) else None)
-    out.log_line = problem.log_line
-    return out
+#: What Google says when the body is not JSON.
+BAD_JSON = "Invalid JSON payload received. Unexpected token."
 
 
 # --------------------------------------------------------------------------- checking
@@ -304,12 +290,8 @@ def segments(request: GeminiRequest, sizer: Sizer) -> list[Segment]:
     return out
 
 
-def context_error(tokens: int, window: int) -> ProviderError | None:
-    """Gemini's refusal of a prompt over the model's input limit, or ``None``."""
-    if tokens <= window:
-        return None
-    status, body = _format.overflow_error(tokens, window)
-    return ProviderError(status, body, kind="context_overflow")
+#: Gemini's refusal of a prompt over the model's input limit (the answer is not counted).
+WINDOW = WindowRule(_format.overflow_error, counts_output=False)
 
 
 # --------------------------------------------------------------------------- answering
@@ -322,7 +304,9 @@ def model_content(answer: Answer) -> dict[str, Any]:
     return {"role": "model", "parts": [{"text": answer.text or ""}]}
 
 
-def usage_metadata(prompt: int, cached: int, output: int) -> dict[str, Any]:
+def usage_metadata(usage: Usage) -> dict[str, Any]:
+    """The core's usage in Gemini's fields (the cache is read automatically)."""
+    prompt, cached, output = usage.input_tokens, usage.cache_read_tokens, usage.output_tokens
     metadata: dict[str, Any] = {
         "promptTokenCount": prompt,
         "candidatesTokenCount": output,
@@ -390,20 +374,7 @@ def stream_chunks(
 # --------------------------------------------------------------------------- the door
 
 
-@dataclass(frozen=True)
-class Http:
-    """The HTTP pieces this door shares with the others. ``_app`` makes one (it imports
-    this module, so this module cannot import it)."""
-
-    read_body: Callable[[Request, int, Any, float], Awaitable[bytes]]
-    parse_json: Callable[[bytes, Any], Any]
-    json: Callable[..., Response]
-    sse: Callable[[str | None, Any], bytes]
-    event_stream: Callable[..., Response]
-    dropped: Callable[[], Response]
-
-
-def _key(request: Request, keys: tuple[str, ...]) -> str:
+def key(request: Request, keys: tuple[str, ...]) -> str:
     """The caller's key; Google's refusals when keys are configured and it is missing
     (403) or unknown (400, ``API_KEY_INVALID``)."""
     key = request.headers.get("x-goog-api-key") or request.query_params.get("key") or ""
@@ -431,127 +402,53 @@ def _key(request: Request, keys: tuple[str, ...]) -> str:
     return key
 
 
-def _fault_error(fault: Fault) -> ProviderError:
-    assert fault.status is not None
-    return error(fault.status, fault.message, fault.type, retry_after=fault.retry_after)
+#: The methods served, by their name in the URL (``models/{model}:{method}``), and the
+#: route each is counted (and its faults queued) under.
+METHODS = {"generateContent": "gemini.generate", "streamGenerateContent": "gemini.stream"}
+_STREAMED = "gemini.stream"
 
 
-def _describe(fault: Fault) -> str:
-    if fault.drop:
-        return "drop"
-    if fault.status is not None:
-        return str(fault.status)
-    return f"delay={fault.delay:g}"
-
-
-def _request_id() -> dict[str, str]:
-    return {"x-request-id": stable_id("req_sim", time.time_ns())}
-
-
-#: The methods served, by their name in the URL (``models/{model}:{method}``).
-METHODS = {"generateContent": False, "streamGenerateContent": True}
-
-
-async def serve(state: Any, request: Request, target: str, http: Http) -> Response:
-    """Answer one Gemini request to ``models/{target}`` (``target`` is
-    ``{model}:{method}``; ``state`` is the server's ``SimState``)."""
+def route_for(target: str) -> str | None:
+    """The route of a request to ``models/{target}`` (``{model}:{method}``), or ``None``
+    for a method that is not served."""
     model, _, method = target.rpartition(":")
-    if not model or method not in METHODS:
-        problem = error(
-            404,
-            f"models/{target} is not found for API version v1beta, or is not "
-            "supported for this method. Call ListModels to see the list of "
-            "available models and their supported methods.",
-        )
-        return http.json(problem.body, 404, _request_id())
-    stream = METHODS[method]
-    route = "gemini.stream" if stream else "gemini.generate"
-    entry = state.stats.start(route)
-    try:
-        response = await _serve(state, request, model, stream, http, entry, route)
-    except ProviderError as raised:
-        answer = raised
-        if (
-            not isinstance(raised.body.get("error"), Mapping)
-            or "status" not in raised.body["error"]
-        ):
-            answer = _regrade(raised)
-        entry.status = answer.status
-        entry.error = answer.kind
-        response = http.json(answer.body, answer.status, {**answer.headers, **_request_id()})
-    except ClientDisconnect:
-        entry.status = 499
-        entry.error = "client_disconnected"
-        response = Response(status_code=499)
-    except RecursionError:  # a walk deeper than the depth check foresaw: still bad input
-        entry.status, entry.error = 400, "invalid_request"
-        deep = _invalid("The request body nests arrays and objects too deeply.")
-        response = http.json(deep.body, 400, _request_id())
-    except Exception:  # a bug here must still answer in Gemini's shape
-        _log.exception("windowfit serve-sim: unexpected error")
-        entry.status, entry.error = 500, "server"
-        response = http.json(error(500).body, 500, _request_id())
-    state.stats.finish(entry)
-    return response
+    return METHODS.get(method) if model else None
 
 
-def _sizer(state: Any) -> Sizer:
-    sizer: Sizer | None = state.sizers.get("gemini")
-    if sizer is None:  # the same counting tokenizer as the other doors, Gemini's image rule
-        sizer = state.sizers["gemini"] = Sizer(state.sizers["anthropic"].estimator, "gemini")
-    return sizer
+def unknown_method(target: str) -> ProviderError:
+    """Google's 404 for a model path whose method is not served."""
+    return error(
+        404,
+        f"models/{target} is not found for API version v1beta, or is not "
+        "supported for this method. Call ListModels to see the list of "
+        "available models and their supported methods.",
+    )
 
 
-async def _serve(
-    state: Any,
-    request: Request,
-    model: str,
-    stream: bool,
-    http: Http,
-    entry: RequestLog,
-    route: str,
-) -> Response:
-    config = state.config
-    body = await http.read_body(request, config.max_body_bytes, "openai", config.drain_seconds)
-    fault = state.faults.take(route)
-    if fault is not None:
-        entry.fault = _describe(fault)
-        if fault.delay:
-            await asyncio.sleep(fault.delay)
-    if config.latency:
-        await asyncio.sleep(config.latency)
-    if fault is not None and fault.after_events is None:
-        if fault.drop:
-            entry.error = "dropped"
-            return http.dropped()
-        if fault.status is not None:
-            raise _fault_error(fault)
-    key = _key(request, config.api_keys)
-    data = http.parse_json(body, "openai")
-    sizer = _sizer(state)
-    parsed = await asyncio.to_thread(parse_request, data, model, stream, sizer)
-    entry.model = model
-    entry.max_tokens = parsed.max_tokens
-    entry.stream = stream
+async def serve(state: Any, call: Call, http: Http) -> Response:
+    """Answer one ``generateContent`` (or streamed) request with the simulator's core."""
+    core = state.core
+    model = call.request.path_params["target"].rpartition(":")[0]
+    stream = call.route == _STREAMED
+    entry, fault = call.entry, call.fault
+    sizer = core.sizer(_SPEC.name)
+    parsed = await asyncio.to_thread(parse_request, call.data, model, stream, sizer)
+    entry.model, entry.max_tokens, entry.stream = model, parsed.max_tokens, stream
     pieces = await asyncio.to_thread(segments, parsed, sizer)
-    tokens = sum(s.tokens for s in pieces)
-    entry.tokens = tokens
-    if fault is not None and fault.after_events is not None and not stream:
-        if fault.drop:
-            entry.error = "dropped"
-            return http.dropped()
-        raise _fault_error(fault)
-    refusal = context_error(tokens, config.context_window)
+    tokens = entry.tokens = sum(s.tokens for s in pieces)
+    late = http.late_fault(DOOR, fault, stream)
+    if late is not None:
+        entry.error = "dropped"
+        return late
+    refusal = core.refusal(WINDOW, tokens, parsed.max_tokens)
     if refusal is not None:
-        raise refusal
-    use = state.cache.automatic(f"{key}\x00{model}", pieces)
-    answer = decide(
+        raise ProviderError(*refusal, kind="context_overflow")
+    use = core.cache_use(f"{call.key}\x00{model}", pieces, explicit=False)
+    answer = core.answer(
         parsed.offers(),
         choice=parsed.choice,
         named=parsed.named,
         results=parsed.results(),
-        tool_rounds=config.tool_rounds,
-        reply=config.reply,
         tokens=tokens,
         model=model,
     )
@@ -559,30 +456,26 @@ async def _serve(
     content = model_content(answer)
     out_tokens = _SPEC.scan(content, 0, sizer).tokens
     finish = "STOP"
-    limit = parsed.max_tokens
-    if answer.tool is None and limit is not None and out_tokens > limit:
-        text = content["parts"][0]["text"]
-        content["parts"][0]["text"] = text[: max(1, len(text) * limit // out_tokens)]
-        out_tokens = limit
-        finish = "MAX_TOKENS"
-    metadata = usage_metadata(tokens, use.read, out_tokens)
+    if answer.tool is None:
+        part = content["parts"][0]
+        part["text"], out_tokens, cut = core.cut(part["text"], out_tokens, parsed.max_tokens)
+        finish = "MAX_TOKENS" if cut else finish
+    metadata = usage_metadata(core.usage(tokens, use, out_tokens))
     entry.cache_read = use.read
     entry.output_tokens = out_tokens
     entry.status = 200
-    headers = _request_id()
+    headers = http.request_id(DOOR)
     if not stream:
         return http.json(response_body(content, finish, model, response_id, metadata), 200, headers)
-    chunks = stream_chunks(content, finish, model, response_id, metadata, config.stream_chunk_chars)
-    problem = _fault_error(fault) if fault is not None and fault.status is not None else None
-    if problem is not None:
-        entry.error = problem.kind
-    elif fault is not None and fault.drop:
-        entry.error = "dropped"
-    if request.query_params.get("alt") == "sse":
+    chunks = stream_chunks(
+        content, finish, model, response_id, metadata, state.config.stream_chunk_chars
+    )
+    problem = http.stream_fault(DOOR, call)
+    if call.request.query_params.get("alt") == "sse":
         frames = [http.sse(None, c) for c in chunks]
         fault_frame = http.sse(None, problem.body) if problem is not None else b""
         return http.event_stream(frames, headers, fault, fault_frame)
-    return StreamingResponse(
+    return http.streaming(
         _array(chunks, fault, problem), headers=headers, media_type="application/json"
     )
 
@@ -606,3 +499,15 @@ def _array(
 
 def _body_bytes(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode("ascii")
+
+
+DOOR = Door(
+    name=_SPEC.name,
+    request_id_header="x-request-id",
+    error=error,
+    invalid=_invalid,
+    bad_json=BAD_JSON,
+    key=key,
+    window=WINDOW,
+    serve=serve,
+)

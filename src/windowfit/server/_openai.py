@@ -7,23 +7,36 @@ its ``param`` and ``code``.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..errors import ConversationError
 from ..formats import get_format, openai_chat
+from ..formats._dialect import Usage
 from ..formats._rules import PairingRule, Problem
+from ..simcore import Answer, Segment, ToolOffer, WindowRule, canonical, stable_id
 from ..sizing import Sizer
-from ._cache import Segment, canonical
-from ._errors import ProviderError, openai_error
-from ._script import Answer, ToolOffer, stable_id
+from ._door import Call, Door, Http, bearer, mask
+from ._errors import ProviderError, retry_headers, status_kind
 from ._validate import json_type
 
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
 __all__ = [
+    "BAD_JSON",
+    "DOOR",
+    "WINDOW",
     "OpenAIRequest",
     "completion_body",
-    "context_error",
+    "error",
+    "key",
+    "openai_error",
     "parse_request",
     "segments",
     "stream_chunks",
@@ -40,6 +53,119 @@ BAD_JSON = (
     "sent was not valid JSON. If you have trouble figuring out how to fix this, please "
     "contact us through our help center at help.openai.com.)"
 )
+
+
+def openai_error(
+    status: int,
+    message: str,
+    type_: str = "invalid_request_error",
+    param: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+    *,
+    kind: str = "invalid_request",
+) -> ProviderError:
+    """An error in OpenAI's shape (Chat Completions and Responses share it)."""
+    body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
+    return ProviderError(status, body, headers, kind=kind)
+
+
+def invalid(message: str) -> ProviderError:
+    return openai_error(400, message)
+
+
+#: The API's error type, usual words and code, status by status.
+_STATUSES: dict[int, tuple[str, str, str | None]] = {
+    400: (
+        "invalid_request_error",
+        "Injected invalid request (windowfit serve-sim fault).",
+        None,
+    ),
+    401: (
+        "invalid_request_error",
+        "Incorrect API key provided. You can find your API key at "
+        "https://platform.openai.com/account/api-keys.",
+        "invalid_api_key",
+    ),
+    403: (
+        "invalid_request_error",
+        "You are not allowed to sample from this model",
+        "unsupported_country_region_territory",
+    ),
+    404: (
+        "invalid_request_error",
+        "The model does not exist or you do not have access to it.",
+        "model_not_found",
+    ),
+    413: ("invalid_request_error", "Request too large.", "request_too_large"),
+    429: (
+        "requests",
+        "Rate limit reached for requests. Please try again in a moment. Visit "
+        "https://platform.openai.com/account/rate-limits to learn more.",
+        "rate_limit_exceeded",
+    ),
+    500: (
+        "server_error",
+        "The server had an error while processing your request. Sorry about that!",
+        None,
+    ),
+    503: (
+        "server_error",
+        "The engine is currently overloaded, please try again later.",
+        None,
+    ),
+}
+
+
+def error(
+    status: int,
+    message: str | None = None,
+    type_: str | None = None,
+    *,
+    retry_after: float | None = None,
+    kind: str | None = None,
+) -> ProviderError:
+    """The error OpenAI answers with for ``status`` (a fault, or a plain refusal)."""
+    otype, omessage, code = _STATUSES.get(
+        status,
+        ("server_error", _STATUSES[500][1], None)
+        if status >= 500
+        else ("invalid_request_error", f"Request failed with status {status}.", None),
+    )
+    return openai_error(
+        status,
+        message or omessage,
+        type_ or otype,
+        None,
+        code,
+        retry_headers(retry_after, status),
+        kind=kind or status_kind(status),
+    )
+
+
+def key(request: Request, keys: tuple[str, ...]) -> str:
+    """The caller's key (``Authorization: Bearer``; ``""`` when none was sent); OpenAI's
+    401 when keys are configured and it is missing or unknown."""
+    sent = bearer(request.headers.get("authorization"))
+    if not keys:
+        return sent or ""
+    if not sent:
+        raise openai_error(
+            401,
+            "You didn't provide an API key. You need to provide your API key in an Authorization "
+            "header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY). You can obtain an "
+            "API key from https://platform.openai.com/account/api-keys.",
+            kind="authentication",
+        )
+    if sent not in keys:
+        raise openai_error(
+            401,
+            f"Incorrect API key provided: {mask(sent)}. You can find your API key at "
+            "https://platform.openai.com/account/api-keys.",
+            code="invalid_api_key",
+            kind="authentication",
+        )
+    return sent
 
 
 def _missing(param: str) -> ProviderError:
@@ -328,18 +454,8 @@ def segments(request: OpenAIRequest, sizer: Sizer) -> list[Segment]:
     return out
 
 
-def context_error(
-    tokens: int, max_tokens: int | None, window: int, reserve: bool
-) -> ProviderError | None:
-    """OpenAI's refusal of a request too long for the window, or ``None`` (the wording
-    is the dialect's, :mod:`windowfit.formats.openai_chat`)."""
-    if tokens > window:
-        status, body = openai_chat.overflow_error(tokens, window)
-    elif reserve and max_tokens is not None and tokens + max_tokens > window:
-        status, body = openai_chat.output_overflow_error(tokens, max_tokens, window)
-    else:
-        return None
-    return ProviderError(status, body, kind="context_overflow")
+#: OpenAI's refusal of messages too long (the wording is the dialect's).
+WINDOW = WindowRule(openai_chat.overflow_error, openai_chat.output_overflow_error)
 
 
 # --------------------------------------------------------------------------- answering
@@ -364,7 +480,9 @@ def assistant_message(answer: Answer, completion_id: str) -> dict[str, Any]:
     return message
 
 
-def usage_body(prompt: int, cached: int, completion: int) -> dict[str, Any]:
+def usage_body(usage: Usage) -> dict[str, Any]:
+    """The core's usage in the API's fields (the cache is read automatically)."""
+    prompt, cached, completion = usage.input_tokens, usage.cache_read_tokens, usage.output_tokens
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
@@ -448,3 +566,80 @@ def stream_chunks(
     if include_usage:
         chunks.append(base | {"choices": [], "usage": usage})
     return chunks
+
+
+# --------------------------------------------------------------------------- the door
+
+
+async def serve(state: Any, call: Call, http: Http) -> Response:
+    """Answer a Chat Completions request with the simulator's core."""
+    core = state.core
+    request = parse_request(call.data)
+    entry = call.entry
+    entry.model, entry.max_tokens, entry.stream = request.model, request.max_tokens, request.stream
+    sizer = core.sizer(_SPEC.name)
+    try:
+        pieces = await asyncio.to_thread(segments, request, sizer)
+    except ConversationError as exc:
+        raise invalid(str(exc)) from None
+    tokens = entry.tokens = sum(s.tokens for s in pieces)
+    late = http.late_fault(DOOR, call.fault, request.stream)
+    if late is not None:
+        entry.error = "dropped"
+        return late
+    refusal = core.refusal(WINDOW, tokens, request.max_tokens)
+    if refusal is not None:
+        raise ProviderError(*refusal, kind="context_overflow")
+    namespace = f"{call.key}\x00{request.model}\x00{request.cache_key or ''}"
+    use = core.cache_use(namespace, pieces, explicit=False)
+    answer = core.answer(
+        request.offers(),
+        choice=request.choice,
+        named=request.named,
+        results=request.results(),
+        tokens=tokens,
+        model=request.model,
+    )
+    completion_id = stable_id("chatcmpl-", *(s.key for s in pieces[-3:]), tokens)
+    message = assistant_message(answer, completion_id)
+    out_tokens = sizer.size_of(_SPEC.from_message(message, 0)).tokens
+    finish = "tool_calls" if answer.tool is not None else "stop"
+    if answer.tool is None:
+        text, out_tokens, cut = core.cut(str(message["content"]), out_tokens, request.max_tokens)
+        message["content"] = text
+        finish = "length" if cut else finish
+    usage = usage_body(core.usage(tokens, use, out_tokens))
+    entry.cache_read = use.read
+    entry.output_tokens = out_tokens
+    entry.status = 200
+    headers = http.request_id(DOOR)
+    created = int(time.time())
+    if not request.stream:
+        body = completion_body(completion_id, request.model, created, message, finish, usage)
+        return http.json(body, headers=headers)
+    chunks = stream_chunks(
+        completion_id,
+        request.model,
+        created,
+        message,
+        finish,
+        usage,
+        include_usage=request.include_usage,
+        chunk=state.config.stream_chunk_chars,
+    )
+    frames = [http.sse(None, c) for c in chunks] + [http.sse(None, "[DONE]")]
+    problem = http.stream_fault(DOOR, call)
+    fault_frame = http.sse(None, problem.body) if problem is not None else b""
+    return http.event_stream(frames, headers, call.fault, fault_frame)
+
+
+DOOR = Door(
+    name=_SPEC.name,
+    request_id_header="x-request-id",
+    error=error,
+    invalid=invalid,
+    bad_json=BAD_JSON,
+    key=key,
+    window=WINDOW,
+    serve=serve,
+)

@@ -14,24 +14,32 @@ answered as the API answers an unknown one.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConversationError
 from ..formats import openai_responses as fmt
+from ..formats._dialect import Usage
 from ..formats._rules import PairingRule, Problem
+from ..simcore import Answer, Segment, ToolOffer, WindowRule, canonical, stable_id
 from ..sizing import Sizer
-from ._cache import Segment, canonical
-from ._errors import ProviderError, openai_error
-from ._script import Answer, ToolOffer, stable_id
+from . import _openai
+from ._door import Call, Door, Http
+from ._errors import ProviderError
+from ._openai import openai_error
 from ._validate import json_type
 
+if TYPE_CHECKING:
+    from starlette.responses import Response
+
 __all__ = [
+    "DOOR",
+    "WINDOW",
     "ResponsesRequest",
-    "context_error",
     "parse_request",
     "response_body",
     "segments",
@@ -226,15 +234,9 @@ def segments(request: ResponsesRequest, sizer: Sizer) -> list[Segment]:
     return out
 
 
-def context_error(
-    tokens: int, max_tokens: int | None, window: int, reserve: bool
-) -> ProviderError | None:
-    """The API's refusal of an input too long for the window, or ``None``."""
-    over = tokens > window or (reserve and max_tokens is not None and tokens + max_tokens > window)
-    if not over:
-        return None
-    status, body = fmt.overflow_error(tokens, window)
-    return ProviderError(status, body, kind="context_overflow")
+#: The API's refusal of an input too long, with or without the output (its wording
+#: names neither number).
+WINDOW = WindowRule(fmt.overflow_error)
 
 
 # --------------------------------------------------------------------------- answering
@@ -267,7 +269,10 @@ def output_items(answer: Answer, response_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def usage_body(tokens: int, cached: int, written: int, output: int) -> dict[str, Any]:
+def usage_body(usage: Usage) -> dict[str, Any]:
+    """The core's usage in the API's fields."""
+    tokens, output = usage.input_tokens, usage.output_tokens
+    cached, written = usage.cache_read_tokens, usage.cache_write_tokens
     return {
         "input_tokens": tokens,
         "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written},
@@ -390,3 +395,83 @@ def error_event(body: Mapping[str, Any], sequence_number: int) -> dict[str, Any]
         "param": error.get("param"),
         "error": error,
     }
+
+
+# --------------------------------------------------------------------------- the door
+
+
+async def serve(state: Any, call: Call, http: Http) -> Response:
+    """Answer a Responses request with the simulator's core (the steps are Chat's)."""
+    core = state.core
+    request = parse_request(call.data)
+    entry = call.entry
+    entry.model, entry.max_tokens, entry.stream = request.model, request.max_tokens, request.stream
+    sizer = core.sizer(_SPEC.name)
+    try:
+        pieces = await asyncio.to_thread(segments, request, sizer)
+    except ConversationError as exc:
+        raise openai_error(400, str(exc), param="input") from None
+    tokens = entry.tokens = sum(s.tokens for s in pieces)
+    late = http.late_fault(DOOR, call.fault, request.stream)
+    if late is not None:
+        entry.error = "dropped"
+        return late
+    refusal = core.refusal(WINDOW, tokens, request.max_tokens)
+    if refusal is not None:
+        raise ProviderError(*refusal, kind="context_overflow")
+    namespace = f"{call.key}\x00{request.model}\x00{request.cache_key or ''}"
+    use = core.cache_use(namespace, pieces, explicit=False)
+    answer = core.answer(
+        request.offers(),
+        choice=request.choice,
+        named=request.named,
+        results=request.results(),
+        tokens=tokens,
+        model=request.model,
+    )
+    response_id = stable_id("resp_", *(s.key for s in pieces[-3:]), tokens)
+    output = output_items(answer, response_id)
+    out_tokens = sum(_SPEC.scan(item, 0, sizer).tokens for item in output)
+    status, incomplete = "completed", None
+    if answer.tool is None:
+        part = output[0]["content"][0]
+        part["text"], out_tokens, cut = core.cut(part["text"], out_tokens, request.max_tokens)
+        if cut:
+            status, incomplete = "incomplete", "max_output_tokens"
+            output[0]["status"] = "incomplete"
+    usage = usage_body(core.usage(tokens, use, out_tokens))
+    entry.cache_read, entry.output_tokens, entry.status = use.read, out_tokens, 200
+    headers = http.request_id(DOOR)
+    if not request.stream:
+        body = response_body(
+            request, response_id, output, usage, status=status, incomplete=incomplete
+        )
+        return http.json(body, headers=headers)
+    events = stream_events(
+        request,
+        response_id,
+        output,
+        usage,
+        status=status,
+        incomplete=incomplete,
+        chunk=state.config.stream_chunk_chars,
+    )
+    frames = [http.sse(e["type"], e) for e in events]
+    problem = http.stream_fault(DOOR, call)
+    fault_frame = b""
+    if problem is not None and call.fault is not None:
+        event = error_event(problem.body, call.fault.after_events or 0)
+        fault_frame = http.sse("error", event)
+    return http.event_stream(frames, headers, call.fault, fault_frame)
+
+
+DOOR = Door(
+    name=_SPEC.name,
+    request_id_header="x-request-id",
+    error=_openai.error,
+    invalid=_openai.invalid,
+    bad_json=_openai.BAD_JSON,
+    key=_openai.key,
+    window=WINDOW,
+    serve=serve,
+)

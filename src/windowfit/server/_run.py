@@ -16,9 +16,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingExtraError
+from ..simcore import Fault, parse_fault
 from ..tokens import Estimator
 from ._config import SimConfig
-from ._faults import Fault, parse_fault
 
 if TYPE_CHECKING:
     import uvicorn

@@ -1,8 +1,10 @@
 """A simulated provider, scripted agents and the write-up's scenarios, all offline.
 
-* :class:`SimulatedProvider` implements :class:`windowfit.agent.Model`: a hard context
-  limit counted with a real tokenizer (o200k by default), Anthropic's "prompt is too long"
-  error, and usage with a prefix-cache model;
+* :class:`SimulatedProvider` implements :class:`windowfit.agent.Model` on the simulator's
+  core (:mod:`windowfit.simcore`, which ``windowfit serve-sim`` uses too): a hard context
+  limit counted with a real tokenizer (cl100k by default), Anthropic's "prompt is too
+  long" error, faults on demand, and usage from the core's prefix cache; its default
+  policy :class:`Scripted` is the server's scripted model;
 * :class:`Reader` and :class:`Coordinator` are scripted models that behave like a diligent
   agent (read the files asked for, one per step; split files across sub-agents);
 * :class:`Scenarios` runs ``subagents``, ``chapters`` and ``russian``, before (the old
@@ -21,6 +23,7 @@ from ._provider import (
     Policy,
     PolicyView,
     RequestRecord,
+    Scripted,
     SimulatedProvider,
     cached_tokenizer,
     prompt_too_long,
@@ -65,6 +68,7 @@ __all__ = [
     "RequestRecord",
     "ScenarioConfig",
     "Scenarios",
+    "Scripted",
     "SimulatedProvider",
     "Team",
     "TextSource",

@@ -1,31 +1,38 @@
-"""A simulated model provider: a hard context limit, Anthropic's error, prompt caching.
+"""The simulator's in-process door: a :class:`windowfit.agent.Model` on the simulator's core.
 
-:class:`SimulatedProvider` implements :class:`windowfit.agent.Model` around a scripted
-:class:`Policy`. For every request it
+:class:`SimulatedProvider` answers the agent runtime's requests with the same core as
+``windowfit serve-sim`` (:class:`windowfit.simcore.SimCore`) and speaks Anthropic's
+Messages API in process. For every request it
 
-* counts the request with a **real tokenizer** (default ``o200k``: OpenAI's o200k_base
-  BPE, read by ``tiktoken`` from the file that ships inside the ``litellm`` wheel; any name
-  :func:`windowfit.tokenizers.load_backend` knows can be chosen), with the same per-message
-  and per-block framing as :class:`windowfit.sizing.Sizer`. Messages never change once
-  written, so each message is counted once (cached by identity, and long texts by value);
+* counts the request with a **real tokenizer** (default ``cl100k``; any name
+  :func:`windowfit.tokenizers.load_backend` knows can be chosen), with the same
+  per-message and per-block framing as :class:`windowfit.sizing.Sizer`. Messages never
+  change once written, so each message is counted once (cached by identity, and long
+  texts by value);
 * rejects a request above the hard limit (default 1,000,000 tokens) exactly as Anthropic
-  does: :class:`~windowfit.errors.SimulatedProviderError` with status 400 and the body
-  ``{"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too
-  long: N tokens > M maximum"}}``, which :func:`windowfit.classify.classify_error` reads
-  as a context overflow with ``prompt_tokens=N`` and ``limit=M``;
-* otherwise answers with the policy's content and a usage that models a prefix cache: the
-  longest prefix (system and tools, then whole messages) shared with the same agent's
-  previous answered request is a cache read (0.1x the input price), the rest a cache
-  write (1.25x), as :class:`windowfit.cache.CachePricing` prices them;
+  does, in the words of the Anthropic door: :class:`~windowfit.errors.SimulatedProviderError`
+  with status 400 and the body ``{"type": "error", "error": {"type":
+  "invalid_request_error", "message": "prompt is too long: N tokens > M maximum"}}``, which
+  :func:`windowfit.classify.classify_error` reads as a context overflow;
+* serves the faults queued for it (``faults=``: errors in Anthropic's shape, delays,
+  dropped connections), as the server does;
+* otherwise answers with its policy (default :class:`Scripted`, the server's scripted
+  model) and a usage from the core's prefix cache, kept per agent with no minimum size:
+  the longest prefix (system and tools, then whole messages) this agent sent before is a
+  cache read (0.1x the input price), the rest a cache write (1.25x), as
+  :class:`windowfit.cache.CachePricing` prices them;
 * counts calls, rejections and, per agent, requests, the largest request seen (rejected
-  ones included), cache reads, writes and breaks, and cost.
+  ones included), cache reads, writes and breaks (a request that does not extend the
+  agent's previous one), and cost.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,16 +40,29 @@ from ..agent import ModelRequest, ModelResponse, Usage
 from ..cache import CachePricing, message_key
 from ..errors import SimulatedProviderError
 from ..formats import get_format
+from ..server import _anthropic as door
+from ..simcore import (
+    Fault,
+    MemoEstimator,
+    ScriptedModel,
+    Segment,
+    SimCore,
+    ToolOffer,
+    memo_tokenizer,
+    stable_id,
+)
 from ..sizing import Sizer
 from ..tokens import Estimator
 
 __all__ = [
     "DEFAULT_HARD_LIMIT",
     "DEFAULT_TOKENIZER",
+    "ROUTE",
     "AgentUsage",
     "Policy",
     "PolicyView",
     "RequestRecord",
+    "Scripted",
     "SimulatedProvider",
     "cached_tokenizer",
     "prompt_too_long",
@@ -52,57 +72,30 @@ __all__ = [
 DEFAULT_HARD_LIMIT = 1_000_000
 #: The tokenizer the simulator counts with (see the module docstring).
 DEFAULT_TOKENIZER = "cl100k"
+#: The route the in-process door's faults are queued for (the server's Messages route).
+ROUTE = "anthropic.messages"
 
 _SPEC = get_format("anthropic")
-_TEXT_CACHE_CHARS = 200_000_000  # characters of counted texts kept (one copy each)
-_MEMO_MIN_CHARS = 2_000  # shorter texts are counted again rather than kept
+_MEMO_BYTES = 256 * 1024 * 1024  # counted long texts kept in process (one copy each)
+_KEYS_KEPT = 100_000
 
 
 def prompt_too_long(tokens: int, limit: int) -> SimulatedProviderError:
     """The error Anthropic returns for a prompt above the model's window."""
-    message = f"prompt is too long: {tokens} tokens > {limit} maximum"
-    body: dict[str, object] = {
-        "type": "error",
-        "error": {"type": "invalid_request_error", "message": message},
-    }
-    return SimulatedProviderError(400, body, message)
+    status, body = door.WINDOW.overflow(tokens, limit)
+    return _error(status, body)
 
 
-class _Memo(Estimator):
-    """A real tokenizer whose counts of long texts are kept by value: the same file read
-    by another agent, or in another run, is not counted twice."""
-
-    def __init__(self, inner: Estimator) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.family = inner.family
-        self._counts: dict[str, int] = {}
-        self._chars = 0
-
-    def estimate(self, text: str) -> int:
-        if len(text) < _MEMO_MIN_CHARS:
-            return self.inner.estimate(text)
-        count = self._counts.get(text)
-        if count is None:
-            count = self.inner.estimate(text)
-            if self._chars + len(text) > _TEXT_CACHE_CHARS:
-                self._counts.clear()
-                self._chars = 0
-            self._counts[text] = count
-            self._chars += len(text)
-        return count
+def _error(status: int, body: dict[str, Any]) -> SimulatedProviderError:
+    inner = body.get("error")
+    message = inner.get("message") if isinstance(inner, Mapping) else None
+    return SimulatedProviderError(status, body, str(message or status))
 
 
-def cached_tokenizer(tokenizer: str | Estimator = DEFAULT_TOKENIZER) -> Estimator:
+def cached_tokenizer(tokenizer: str | Estimator = DEFAULT_TOKENIZER) -> MemoEstimator:
     """A real tokenizer (a :func:`~windowfit.tokenizers.load_backend` name, or an estimator)
     that keeps its counts of long texts, to share between simulated providers."""
-    if isinstance(tokenizer, _Memo):
-        return tokenizer
-    if isinstance(tokenizer, str):
-        from ..tokenizers import load_backend
-
-        tokenizer = load_backend(tokenizer)
-    return _Memo(tokenizer)
+    return memo_tokenizer(tokenizer, max_bytes=_MEMO_BYTES)
 
 
 @dataclass(frozen=True)
@@ -144,6 +137,9 @@ class AgentUsage:
     output_tokens: int = 0
     breaks: int = 0
     log: list[RequestRecord] = field(default_factory=list)
+    #: The size of this agent's last answered request (a break is a request that does
+    #: not read all of it back from the cache).
+    last_tokens: int | None = field(default=None, repr=False)
 
     @property
     def cost(self) -> float:
@@ -156,50 +152,87 @@ class AgentUsage:
         return self.cache_read / total if total else 0.0
 
 
-@dataclass
-class _Prefix:
-    fixed_key: str
-    fixed: int
-    messages: list[Any]
+class Scripted:
+    """The server's scripted model (:class:`~windowfit.simcore.ScriptedModel`) as a
+    policy: it calls the tools the request offers while the conversation holds fewer
+    than ``tool_rounds`` results (``script``: this tool with this input, ``{n}`` filled
+    in), then answers; its answer is written as the Anthropic door writes it."""
+
+    def __init__(self, model: ScriptedModel | None = None) -> None:
+        self.model = model or ScriptedModel()
+
+    def respond(self, view: PolicyView) -> list[dict[str, Any]]:
+        request = view.request
+        offers = []
+        for tool in request.tools:
+            schema = tool.get("input_schema")
+            offers.append(
+                ToolOffer(str(tool.get("name")), schema if isinstance(schema, Mapping) else {})
+            )
+        results = sum(
+            1
+            for message in request.messages
+            if isinstance(message.get("content"), list)
+            for block in message["content"]
+            if isinstance(block, Mapping) and block.get("type") == "tool_result"
+        )
+        answer = self.model.answer(
+            offers, choice="auto", named=None, results=results, tokens=view.tokens, model="sim"
+        )
+        agent = request.agent
+        message_id = stable_id("msg_", agent.id, len(request.messages), view.calls_before)
+        return door.content_blocks(answer, message_id)
 
 
 class SimulatedProvider:
-    """A provider that enforces a hard limit with a real tokenizer (module docstring).
+    """The in-process door of the simulator's core (module docstring).
 
-    ``tokenizer`` is a backend name for :func:`windowfit.tokenizers.load_backend` or an
-    :class:`~windowfit.tokens.Estimator`. ``latency`` seconds are awaited per request
-    (0 still yields to other agents, so that sub-agents interleave).
+    ``policy`` decides the answers (default :class:`Scripted`). ``tokenizer`` is a
+    backend name for :func:`windowfit.tokenizers.load_backend` or an
+    :class:`~windowfit.tokens.Estimator`. ``latency`` seconds are awaited per request (0
+    still yields to other agents, so that sub-agents interleave). ``faults`` are served
+    first, in order, as ``windowfit serve-sim`` serves them on its Messages route.
     """
 
     def __init__(
         self,
-        policy: Policy,
+        policy: Policy | None = None,
         *,
         hard_limit: int = DEFAULT_HARD_LIMIT,
         tokenizer: str | Estimator = DEFAULT_TOKENIZER,
         pricing: CachePricing | None = None,
         latency: float = 0.0,
+        faults: Iterable[Fault] = (),
     ) -> None:
         if hard_limit <= 0:
             raise ValueError(f"hard_limit must be positive, not {hard_limit}")
-        estimator = cached_tokenizer(tokenizer)
-        self.tokenizer_name = estimator.name
-        self.policy = policy
+        self.core = SimCore(
+            window=hard_limit,
+            tokenizer=cached_tokenizer(tokenizer),
+            reserve_output=False,
+            cache_min_tokens=0,
+            cache_increment=1,
+            cache_ttl=math.inf,
+            faults=faults,
+        )
+        self.tokenizer_name = self.core.tokenizer
+        self.policy: Policy = policy or Scripted(self.core.model)
         self.hard_limit = hard_limit
         self.pricing = pricing or CachePricing()
         self.latency = latency
-        self.sizer = Sizer(estimator, "anthropic")
+        self.sizer: Sizer = self.core.sizer(_SPEC.name)
         self.calls = 0
         self.rejections = 0
+        self.faults_served = 0
         self.usage: dict[tuple[str, str], AgentUsage] = {}
-        self._prefix: dict[tuple[str, str], _Prefix] = {}
         self._keys: dict[int, tuple[object, str]] = {}
 
     # -- counting -------------------------------------------------------------------
 
-    def _fixed(self, request: ModelRequest) -> tuple[str, int]:
+    def _fixed(self, request: ModelRequest) -> Segment:
         key = json.dumps([request.system, list(request.tools)], ensure_ascii=False, default=str)
-        return key, self.sizer.system(request.system) + self.sizer.tools(request.tools)
+        tokens = self.sizer.system(request.system) + self.sizer.tools(request.tools)
+        return Segment(_digest(key), tokens)
 
     def sizes(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """Each message's size in real tokens (counted once per message object)."""
@@ -207,57 +240,66 @@ class SimulatedProvider:
 
     def count(self, request: ModelRequest) -> int:
         """The request's size in real tokens: system, tools and messages."""
-        return self._fixed(request)[1] + sum(self.sizes(request.messages))
+        return self._fixed(request).tokens + sum(self.sizes(request.messages))
 
     def _key(self, message: Any) -> str:
+        """A message's identity in the prefix cache (a digest of what it says), kept by
+        object: messages never change once written."""
         hit = self._keys.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
-        key = message_key(message)
-        if len(self._keys) > 100_000:
+        key = _digest(message_key(message))
+        if len(self._keys) > _KEYS_KEPT:
             self._keys.clear()
         self._keys[id(message)] = (message, key)
         return key
 
-    def _same(self, a: Any, b: Any) -> bool:
-        return a is b or self._key(a) == self._key(b)
+    def _segments(self, request: ModelRequest) -> list[Segment]:
+        sizes = self.sizes(request.messages)
+        keys = [self._key(m) for m in request.messages]
+        return [self._fixed(request), *(Segment(k, n) for k, n in zip(keys, sizes, strict=True))]
 
     # -- the Model protocol ----------------------------------------------------------
 
+    async def _fault(self) -> None:
+        """Serve the next fault queued for the Messages route, if any."""
+        fault = self.core.faults.take(ROUTE)
+        if fault is None:
+            return
+        self.faults_served += 1
+        if fault.delay:
+            await asyncio.sleep(fault.delay)
+        if fault.drop:
+            raise ConnectionResetError("the simulated provider dropped the connection")
+        if fault.status is not None:
+            error = door.error(
+                fault.status, fault.message, fault.type, retry_after=fault.retry_after
+            )
+            raise _error(error.status, error.body)
+
     async def respond(self, request: ModelRequest) -> ModelResponse:
         await asyncio.sleep(self.latency)
+        await self._fault()
         agent = request.agent.key
         usage = self.usage.setdefault(agent, AgentUsage(self.pricing))
-        fixed_key, fixed = self._fixed(request)
-        sizes = self.sizes(request.messages)
-        tokens = fixed + sum(sizes)
+        segments = self._segments(request)
+        tokens = sum(s.tokens for s in segments)
         calls_before = usage.requests
         self.calls += 1
         usage.requests += 1
         usage.peak_tokens = max(usage.peak_tokens, tokens)
-        if tokens > self.hard_limit:
+        refusal = self.core.refusal(door.WINDOW, tokens, request.max_tokens)
+        if refusal is not None:
             self.rejections += 1
             usage.rejected += 1
             usage.log.append(RequestRecord(tokens, request.estimate, True))
-            raise prompt_too_long(tokens, self.hard_limit)
+            raise _error(*refusal)
         usage.log.append(RequestRecord(tokens, request.estimate, False))
 
-        previous = self._prefix.get(agent)
-        read = 0
-        if previous is not None and previous.fixed_key == fixed_key:
-            read = fixed
-            shared = 0
-            limit = min(len(previous.messages), len(request.messages))
-            while shared < limit and self._same(
-                previous.messages[shared], request.messages[shared]
-            ):
-                read += sizes[shared]
-                shared += 1
-            if shared < len(previous.messages):
-                usage.breaks += 1
-        elif previous is not None:
+        read = self.core.cache_use("\x00".join(agent), segments, explicit=False).read
+        if usage.last_tokens is not None and read < usage.last_tokens:
             usage.breaks += 1
-        self._prefix[agent] = _Prefix(fixed_key, fixed, list(request.messages))
+        usage.last_tokens = tokens
         usage.cache_read += read
         usage.cache_write += tokens - read
 
@@ -269,10 +311,10 @@ class SimulatedProvider:
         return ModelResponse(
             content=content,
             usage=Usage(
-                input_tokens=0,
-                cache_read_input_tokens=read,
-                cache_creation_input_tokens=tokens - read,
+                input_tokens=tokens,
                 output_tokens=output,
+                cache_read_tokens=read,
+                cache_write_tokens=tokens - read,
             ),
             stop_reason=stop,
         )
@@ -294,3 +336,7 @@ class SimulatedProvider:
             total.breaks += u.breaks
             total.log.extend(u.log)
         return total
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -24,7 +24,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Answer", "ScriptedTool", "ToolOffer", "decide", "parse_scripted_tool", "stable_id"]
+__all__ = [
+    "DEFAULT_REPLY",
+    "Answer",
+    "ScriptedModel",
+    "ScriptedTool",
+    "ToolOffer",
+    "decide",
+    "parse_scripted_tool",
+    "stable_id",
+]
+
+#: The scripted model's final answer unless told otherwise.
+DEFAULT_REPLY = "Done: I read {results} tool results."
 
 
 @dataclass(frozen=True)
@@ -154,3 +166,37 @@ def decide(
     except (KeyError, IndexError, ValueError):
         text = reply
     return Answer(text=text or ".")
+
+
+@dataclass(frozen=True)
+class ScriptedModel:
+    """The scripted model's plan (module docstring): call a tool while the conversation
+    holds fewer than ``tool_rounds`` results (``script``: this tool with this input),
+    then answer ``reply`` (``{results}``, ``{tokens}`` and ``{model}`` filled in)."""
+
+    tool_rounds: int = 3
+    reply: str = DEFAULT_REPLY
+    script: ScriptedTool | None = None
+
+    def answer(
+        self,
+        tools: Sequence[ToolOffer],
+        *,
+        choice: str,
+        named: str | None,
+        results: int,
+        tokens: int,
+        model: str,
+    ) -> Answer:
+        """The answer to one request (see :func:`decide`)."""
+        return decide(
+            tools,
+            choice=choice,
+            named=named,
+            results=results,
+            tool_rounds=self.tool_rounds,
+            reply=self.reply,
+            tokens=tokens,
+            model=model,
+            script=self.script,
+        )

@@ -1,5 +1,8 @@
 """Counting requests with a real tokenizer, and the providers' prefix caches.
 
+Both doors of the simulated provider use these: the ASGI server (``windowfit serve-sim``)
+and the in-process model of :mod:`windowfit.sim`.
+
 A request is cut into *segments* in the order the providers cache it (tool definitions,
 system prompt, then messages: per content block for Anthropic, per message for OpenAI),
 each with its size in real tokens. Sizes use :class:`windowfit.sizing.Sizer`'s framing
@@ -42,6 +45,7 @@ __all__ = [
     "PrefixCache",
     "Segment",
     "canonical",
+    "memo_tokenizer",
     "strip_cache_control",
 ]
 
@@ -91,7 +95,7 @@ class MemoEstimator(Estimator):
         self, inner: Estimator, *, min_chars: int = 1_000, max_bytes: int = 64 * 1024 * 1024
     ):
         self.inner = inner
-        self.name = inner.name
+        self.name: str = inner.name
         self.family = inner.family
         self._counts: dict[str, int] = {}
         self._bytes = 0
@@ -113,6 +117,19 @@ class MemoEstimator(Estimator):
             self._counts[text] = count
             self._bytes += size
         return count
+
+
+def memo_tokenizer(tokenizer: str | Estimator, **memo: int) -> MemoEstimator:
+    """A real tokenizer (a :func:`~windowfit.tokenizers.load_backend` name, or an
+    estimator) that remembers its counts of long texts; a :class:`MemoEstimator` is
+    returned as it is, so that several simulated providers share one memo."""
+    if isinstance(tokenizer, MemoEstimator):
+        return tokenizer
+    if isinstance(tokenizer, str):
+        from ..tokenizers import load_backend
+
+        tokenizer = load_backend(tokenizer)
+    return MemoEstimator(tokenizer, **memo)
 
 
 #: Default bound on the prefix cache's memory (see :class:`PrefixCache`).
