@@ -125,7 +125,9 @@ def test_run_command_times_out_and_stops_the_command(root: Path, command: str) -
     assert output.is_error
     assert "did not finish within 0.3 seconds" in output.content
     if "early" in command:
-        assert output.content.endswith("Output so far:\nearly\n")
+        # What the command printed first is kept (the shell may add "Killed" after it,
+        # when it outlives the sleep it ran for a moment).
+        assert "Output so far:\nearly\n" in output.content
 
 
 def test_run_command_timeout_kills_the_process_group(root: Path) -> None:
