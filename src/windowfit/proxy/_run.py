@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingExtraError
-from ..server._run import bind_socket, is_loopback
+from ..server._run import ServerThread, base_url, is_loopback
 from ._config import ProxyConfig
 
 if TYPE_CHECKING:
@@ -84,51 +82,19 @@ class ProxyServer:
         self.port = port
         self.app = create_proxy_app(self.config, loopback=is_loopback(host), transport=transport)
         self._log_level = log_level
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
+        self._runner = ServerThread("windowfit-proxy", "the proxy")
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return base_url(self.host, self.port)
 
     def start(self, timeout: float = 30.0) -> ProxyServer:
-        if self._thread is not None:
-            raise RuntimeError("the proxy is already running")
-        sock = bind_socket(self.host, self.port)
-        self.port = sock.getsockname()[1]
         server = proxy_server(self.app, self._log_level)
-        self._server = server
-
-        def run() -> None:
-            try:
-                server.run(sockets=[sock])
-            except BaseException as exc:  # pragma: no cover - reported by start()
-                self._error = exc
-            finally:
-                sock.close()
-
-        self._thread = threading.Thread(target=run, name="windowfit-proxy", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the proxy did not start: {self._error!r}")
-            time.sleep(0.01)
+        self.port = self._runner.start(server, self.host, self.port, timeout)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
-        server, thread = self._server, self._thread
-        if server is not None:
-            server.should_exit = True
-        if thread is not None:
-            thread.join(timeout)
-            if thread.is_alive() and server is not None:
-                server.force_exit = True
-                thread.join(timeout)
-        self._server = self._thread = None
+        self._runner.stop(timeout)
 
     def __enter__(self) -> ProxyServer:
         return self.start()

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import uvicorn
     from starlette.applications import Starlette
 
-__all__ = ["SimServer", "bind_socket", "create_app", "is_loopback"]
+__all__ = ["ServerThread", "SimServer", "base_url", "bind_socket", "create_app", "is_loopback"]
 
 #: uvicorn reports a connection the app closed on purpose (a ``drop`` fault) as an error.
 _DROP_MESSAGE = "ASGI callable returned without completing response."
@@ -108,6 +108,68 @@ def uvicorn_server(app: Starlette, log_level: str = "warning") -> uvicorn.Server
     return server
 
 
+def base_url(host: str, port: int) -> str:
+    """``http://host:port``, an IPv6 host in brackets."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+class ServerThread:
+    """A uvicorn server in a daemon thread on a socket of its own: what serve-sim's
+    :class:`SimServer` and the proxy's ``ProxyServer`` both run. It owns the socket, the
+    server and the thread; :meth:`start` returns once the server listens, :meth:`stop`
+    asks it to exit, then forces it."""
+
+    def __init__(self, name: str, what: str) -> None:
+        self.name = name  # the thread's name
+        self.what = what  # for the error when it does not start
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def start(self, server: uvicorn.Server, host: str, port: int, timeout: float) -> int:
+        """Bind ``host``:``port`` (0: a free port), run ``server`` on it, and return the
+        port once it listens; raises RuntimeError when it does not start in ``timeout``."""
+        if self._thread is not None:
+            raise RuntimeError(f"{self.what} is already running")
+        sock = self._socket = bind_socket(host, port)
+        self._server = server
+
+        def run() -> None:
+            try:
+                server.run(sockets=[sock])
+            except BaseException as exc:  # pragma: no cover - reported by start()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name=self.name, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{self.what} did not start: {self._error!r}")
+            time.sleep(0.01)
+        bound: int = sock.getsockname()[1]
+        return bound
+
+    def stop(self, timeout: float = 10.0) -> None:
+        server, thread = self._server, self._thread
+        if server is not None:
+            server.should_exit = True
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive() and server is not None:
+                server.force_exit = True
+                thread.join(timeout)
+        if self._socket is not None:
+            self._socket.close()
+        self._server = self._thread = self._socket = None
+
+
 class SimServer:
     """A simulated provider on ``host``:``port`` in a background thread.
 
@@ -136,16 +198,12 @@ class SimServer:
         self.port = port
         self._estimator = estimator
         self._log_level = log_level
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
-        self._error: BaseException | None = None
+        self._runner = ServerThread("windowfit-serve-sim", "the simulated server")
 
     @property
     def url(self) -> str:
         """The base URL for Anthropic clients (``base_url=``)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return base_url(self.host, self.port)
 
     @property
     def openai_url(self) -> str:
@@ -153,43 +211,15 @@ class SimServer:
         return f"{self.url}/v1"
 
     def start(self, timeout: float = 30.0) -> SimServer:
-        if self._thread is not None:
+        if self._runner.running:
             raise RuntimeError("the server is already running")
         app = create_app(self.config, estimator=self._estimator)
-        self._socket = bind_socket(self.host, self.port)
-        self.port = self._socket.getsockname()[1]
         server = uvicorn_server(app, self._log_level)
-        self._server = server
-        sock = self._socket
-
-        def run() -> None:
-            try:
-                server.run(sockets=[sock])
-            except BaseException as exc:  # pragma: no cover - reported by start()
-                self._error = exc
-
-        self._thread = threading.Thread(target=run, name="windowfit-serve-sim", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the simulated server did not start: {self._error!r}")
-            time.sleep(0.01)
+        self.port = self._runner.start(server, self.host, self.port, timeout)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
-        server, thread = self._server, self._thread
-        if server is not None:
-            server.should_exit = True
-        if thread is not None:
-            thread.join(timeout)
-            if thread.is_alive() and server is not None:
-                server.force_exit = True
-                thread.join(timeout)
-        if self._socket is not None:
-            self._socket.close()
-        self._server = self._thread = self._socket = None
+        self._runner.stop(timeout)
 
     def __enter__(self) -> SimServer:
         return self.start()
