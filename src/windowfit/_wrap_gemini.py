@@ -44,10 +44,8 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 from .calibration import Correction
-from .errors import ContextOverflowError, MissingExtraError
-from .fitting import FitResult
+from .errors import MissingExtraError
 from .formats import gemini
-from .learning import conversation_key
 from .wrap import WrapState, _Api, _Passthrough, _Prepared
 
 __all__ = ["is_gemini_client", "wrap_client"]
@@ -206,30 +204,21 @@ class _Fitting:
         max_tokens = limit_value if isinstance(limit_value, int) else None
         system = _system_json(_setting(config, "systemInstruction", "system_instruction"))
         tools = _tools_json(_setting(config, "tools", "tools"))
-        key = None
-        if state.learner is not None:
-            key = conversation_key(gemini.DIALECT.name, model, system, tools, messages)
-        budget, limit = state.limits_for(model or None, max_tokens, key=key, shrink=shrink)
-        try:
-            result: FitResult = state.fitter.fit(
-                messages,
-                budget=budget,
-                system=system,
-                tools=tools,
-                settings=state.settings,
-                format=gemini.SPEC.name,
-                estimator=state.estimator,
-                limit=limit,
-                model=model or None,
-            )
-        except ContextOverflowError:
-            state.stats.overflows += not again
-            raise
+        key, budget, limit = state.conversation_limits(
+            gemini.DIALECT.name, model, system, tools, messages, max_tokens, shrink
+        )
+        result = state.fit_recorded(
+            messages,
+            again=again,
+            budget=budget,
+            limit=limit,
+            system=system,
+            tools=tools,
+            format=gemini.SPEC.name,
+            estimator=state.estimator,
+            model=model or None,
+        )
         report = result.report
-        state.stats.last_report = report
-        state.stats.fitted += report.stage > 0
-        if state.on_fit is not None:
-            state.on_fit(report)
         out = self._send_form(result.messages, messages, items)
         return _Prepared({**kwargs, "contents": out}, model, budget, report.tokens_after, key)
 

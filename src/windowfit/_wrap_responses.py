@@ -22,9 +22,7 @@ from typing import Any
 
 from .calibration import Correction
 from .errors import ContextOverflowError
-from .fitting import FitResult
 from .formats import openai_responses as fmt
-from .learning import conversation_key
 from .profiles import default_estimator
 from .sizing import Sizer
 from .wrap import WrapState, _given, _Prepared, _to_plain
@@ -82,11 +80,8 @@ class _ResponsesApi:
         system = instructions if isinstance(instructions, str) else None
         tools: Any = kwargs.get("tools")
         tools = _to_plain(list(tools)) if _given(tools) else None
-        key = None
-        if state.learner is not None:
-            key = conversation_key(_NAME, model_name, system, tools, items)
-        budget, limit = state.limits_for(
-            model_name or None, _max_output(kwargs), key=key, shrink=shrink
+        key, budget, limit = state.conversation_limits(
+            _NAME, model_name, system, tools, items, _max_output(kwargs), shrink
         )
         estimator = default_estimator(state.estimator, model_name)
         lead: list[Any] = []
@@ -114,24 +109,16 @@ class _ResponsesApi:
                 tokens=lead_tokens,
                 limit=budget,
             )
-        try:
-            result: FitResult = state.fitter.fit(
-                items,
-                budget=budget - lead_tokens,
-                system=system,
-                tools=tools,
-                settings=state.settings,
-                format=_NAME,
-                estimator=estimator,
-                limit=limit - lead_tokens if limit is not None and limit > lead_tokens else None,
-            )
-        except ContextOverflowError:
-            state.stats.overflows += not again
-            raise
+        result = state.fit_recorded(
+            items,
+            again=again,
+            budget=budget - lead_tokens,
+            limit=limit - lead_tokens if limit is not None and limit > lead_tokens else None,
+            system=system,
+            tools=tools,
+            format=_NAME,
+            estimator=estimator,
+        )
         report = result.report
-        state.stats.last_report = report
-        state.stats.fitted += report.stage > 0
-        if state.on_fit is not None:
-            state.on_fit(report)
         body = fmt.DIALECT.write_request(kwargs, [*lead, *result.messages], instructions)
         return _Prepared(body, model_name, budget, report.tokens_after + lead_tokens, key)

@@ -536,23 +536,72 @@ class WrapState:
         messages = [self._plain(m) for m in parts.messages]
         system = _to_plain(parts.system) if parts.system is not None else None
         tools = _to_plain(list(parts.tools)) if _given(parts.tools) else None
+        key, budget, limit = self.conversation_limits(
+            dialect.name, model_name, system, tools, messages, parts.max_output_tokens, shrink
+        )
+        result = self.fit_recorded(
+            messages,
+            again=again,
+            budget=budget,
+            limit=limit,
+            system=system,
+            tools=tools,
+            format=dialect.format.name,
+            estimator=self.estimator,
+            model=model_name or None,
+        )
+        report = result.report
+        out = result.messages
+        if self.cache_control and dialect.cache_breakpoints:
+            out = place_breakpoints(out, report.prefix_end, _count_breakpoints(kwargs, out))
+        body = dialect.write_request(kwargs, out, None)
+        return _Prepared(body, model_name, budget, report.tokens_after, key)
+
+    def conversation_limits(
+        self,
+        name: str,
+        model: str,
+        system: Any,
+        tools: Any,
+        messages: list[Any],
+        max_output_tokens: int | None,
+        shrink: Correction | None,
+    ) -> tuple[str | None, int, int | None]:
+        """The request's conversation key (``None`` without learning) and its budget and
+        limit (:meth:`limits_for`, the conversation's learned correction applied)."""
         key = None
         if self.learner is not None:
-            key = conversation_key(dialect.name, model_name, system, tools, messages)
-        budget, limit = self.limits_for(
-            model_name or None, parts.max_output_tokens, key=key, shrink=shrink
-        )
+            key = conversation_key(name, model, system, tools, messages)
+        budget, limit = self.limits_for(model or None, max_output_tokens, key=key, shrink=shrink)
+        return key, budget, limit
+
+    def fit_recorded(
+        self,
+        messages: list[Any],
+        *,
+        again: bool,
+        budget: int,
+        limit: int | None,
+        system: Any,
+        tools: Any,
+        format: str,
+        estimator: Estimator | None,
+        model: str | None = None,
+    ) -> FitResult:
+        """Fit with this client's Fitter and settings, and record what was done (the
+        report in :attr:`stats`, ``on_fit``); an overflow is counted once per call
+        (``again``: the re-fit of a call already counted)."""
         try:
-            result: FitResult = self.fitter.fit(
+            result = self.fitter.fit(
                 messages,
                 budget=budget,
                 system=system,
                 tools=tools,
                 settings=self.settings,
-                format=dialect.format.name,
-                estimator=self.estimator,
+                format=format,
+                estimator=estimator,
                 limit=limit,
-                model=model_name or None,
+                model=model,
             )
         except ContextOverflowError:
             self.stats.overflows += not again
@@ -562,11 +611,7 @@ class WrapState:
         self.stats.fitted += report.stage > 0
         if self.on_fit is not None:
             self.on_fit(report)
-        out = result.messages
-        if self.cache_control and dialect.cache_breakpoints:
-            out = place_breakpoints(out, report.prefix_end, _count_breakpoints(kwargs, out))
-        body = dialect.write_request(kwargs, out, None)
-        return _Prepared(body, model_name, budget, report.tokens_after, key)
+        return result
 
     def refit(
         self,
