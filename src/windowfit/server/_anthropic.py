@@ -28,7 +28,7 @@ from ..simcore import (
     strip_cache_control,
 )
 from ..sizing import MESSAGE_OVERHEAD, Sizer
-from ._door import Call, Door, Http, bearer
+from ._door import Call, Door, Http, bearer, late_drop, refuse_if_too_long
 from ._errors import ProviderError, retry_headers, status_kind
 from ._validate import python_type_word
 
@@ -595,26 +595,16 @@ async def serve(state: Any, call: Call, http: Http) -> Response:
     except ConversationError as exc:
         raise invalid(str(exc)) from None
     tokens = entry.tokens = sum(s.tokens for s in pieces)
-    late = http.late_fault(DOOR, call.fault, request.stream)
+    late = late_drop(http, DOOR, call, request.stream)
     if late is not None:
-        entry.error = "dropped"
         return late
     headers = http.request_id(DOOR)
     if count_only:
         entry.status = 200
         return http.json({"input_tokens": tokens}, headers=headers)
-    refusal = core.refusal(WINDOW, tokens, request.max_tokens)
-    if refusal is not None:
-        raise ProviderError(*refusal, kind="context_overflow")
+    refuse_if_too_long(core, WINDOW, tokens, request.max_tokens)
     use = core.cache_use(f"{call.key}\x00{request.model}", pieces, explicit=True)
-    answer = core.answer(
-        request.offers(),
-        choice=request.choice,
-        named=request.named,
-        results=request.results(),
-        tokens=tokens,
-        model=request.model,
-    )
+    answer = core.answer_to(request, tokens, request.model)
     message_id = stable_id("msg_", *(s.key for s in pieces[-3:]), tokens)
     content = content_blocks(answer, message_id)
     output = sizer.size_of(_SPEC.from_message({"role": "assistant", "content": content}, 0))

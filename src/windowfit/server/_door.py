@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..simcore import WindowRule
+from ..simcore import SimCore, WindowRule
 from ._errors import ProviderError
 
 if TYPE_CHECKING:
@@ -112,3 +112,21 @@ def bearer(value: str | None) -> str | None:
 def mask(key: str) -> str:
     """A key as an error may quote it: its first three and last four characters."""
     return f"{key[:3]}{'*' * max(3, len(key) - 7)}{key[-4:]}" if len(key) > 8 else "***"
+
+
+def late_drop(http: Http, door: Door, call: Call, stream: bool) -> Response | None:
+    """A fault meant for a stream's middle, served now to a request that is not
+    streamed (noted in the call's log as dropped), or ``None``."""
+    late = http.late_fault(door, call.fault, stream)
+    if late is not None:
+        call.entry.error = "dropped"
+    return late
+
+
+def refuse_if_too_long(
+    core: SimCore, rule: WindowRule, tokens: int, max_tokens: int | None
+) -> None:
+    """Raise the API's refusal (``rule``) of an input of ``tokens`` that does not fit."""
+    refusal = core.refusal(rule, tokens, max_tokens)
+    if refusal is not None:
+        raise ProviderError(*refusal, kind="context_overflow")

@@ -30,7 +30,7 @@ from ..formats._facts import describe
 from ..formats._rules import PairingRule, Problem
 from ..simcore import Answer, Fault, Segment, ToolOffer, WindowRule, canonical, stable_id
 from ..sizing import Sizer
-from ._door import Call, Door, Http
+from ._door import Call, Door, Http, late_drop, refuse_if_too_long
 from ._errors import ProviderError, status_kind
 
 if TYPE_CHECKING:
@@ -436,22 +436,12 @@ async def serve(state: Any, call: Call, http: Http) -> Response:
     entry.model, entry.max_tokens, entry.stream = model, parsed.max_tokens, stream
     pieces = await asyncio.to_thread(segments, parsed, sizer)
     tokens = entry.tokens = sum(s.tokens for s in pieces)
-    late = http.late_fault(DOOR, fault, stream)
+    late = late_drop(http, DOOR, call, stream)
     if late is not None:
-        entry.error = "dropped"
         return late
-    refusal = core.refusal(WINDOW, tokens, parsed.max_tokens)
-    if refusal is not None:
-        raise ProviderError(*refusal, kind="context_overflow")
+    refuse_if_too_long(core, WINDOW, tokens, parsed.max_tokens)
     use = core.cache_use(f"{call.key}\x00{model}", pieces, explicit=False)
-    answer = core.answer(
-        parsed.offers(),
-        choice=parsed.choice,
-        named=parsed.named,
-        results=parsed.results(),
-        tokens=tokens,
-        model=model,
-    )
+    answer = core.answer_to(parsed, tokens, model)
     response_id = stable_id("", *(s.key for s in pieces[-3:]), tokens, length=22)
     content = model_content(answer)
     out_tokens = _SPEC.scan(content, 0, sizer).tokens

@@ -20,7 +20,7 @@ from ..formats._dialect import Usage
 from ..formats._rules import PairingRule, Problem
 from ..simcore import Answer, Segment, ToolOffer, WindowRule, canonical, stable_id
 from ..sizing import Sizer
-from ._door import Call, Door, Http, bearer, mask
+from ._door import Call, Door, Http, bearer, late_drop, mask, refuse_if_too_long
 from ._errors import ProviderError, retry_headers, status_kind
 from ._validate import json_type
 
@@ -583,23 +583,13 @@ async def serve(state: Any, call: Call, http: Http) -> Response:
     except ConversationError as exc:
         raise invalid(str(exc)) from None
     tokens = entry.tokens = sum(s.tokens for s in pieces)
-    late = http.late_fault(DOOR, call.fault, request.stream)
+    late = late_drop(http, DOOR, call, request.stream)
     if late is not None:
-        entry.error = "dropped"
         return late
-    refusal = core.refusal(WINDOW, tokens, request.max_tokens)
-    if refusal is not None:
-        raise ProviderError(*refusal, kind="context_overflow")
+    refuse_if_too_long(core, WINDOW, tokens, request.max_tokens)
     namespace = f"{call.key}\x00{request.model}\x00{request.cache_key or ''}"
     use = core.cache_use(namespace, pieces, explicit=False)
-    answer = core.answer(
-        request.offers(),
-        choice=request.choice,
-        named=request.named,
-        results=request.results(),
-        tokens=tokens,
-        model=request.model,
-    )
+    answer = core.answer_to(request, tokens, request.model)
     completion_id = stable_id("chatcmpl-", *(s.key for s in pieces[-3:]), tokens)
     message = assistant_message(answer, completion_id)
     out_tokens = sizer.size_of(_SPEC.from_message(message, 0)).tokens

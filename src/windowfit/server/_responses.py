@@ -28,7 +28,7 @@ from ..formats._rules import PairingRule, Problem
 from ..simcore import Answer, Segment, ToolOffer, WindowRule, canonical, stable_id
 from ..sizing import Sizer
 from . import _openai
-from ._door import Call, Door, Http
+from ._door import Call, Door, Http, late_drop, refuse_if_too_long
 from ._errors import ProviderError
 from ._openai import openai_error
 from ._validate import json_type
@@ -412,23 +412,13 @@ async def serve(state: Any, call: Call, http: Http) -> Response:
     except ConversationError as exc:
         raise openai_error(400, str(exc), param="input") from None
     tokens = entry.tokens = sum(s.tokens for s in pieces)
-    late = http.late_fault(DOOR, call.fault, request.stream)
+    late = late_drop(http, DOOR, call, request.stream)
     if late is not None:
-        entry.error = "dropped"
         return late
-    refusal = core.refusal(WINDOW, tokens, request.max_tokens)
-    if refusal is not None:
-        raise ProviderError(*refusal, kind="context_overflow")
+    refuse_if_too_long(core, WINDOW, tokens, request.max_tokens)
     namespace = f"{call.key}\x00{request.model}\x00{request.cache_key or ''}"
     use = core.cache_use(namespace, pieces, explicit=False)
-    answer = core.answer(
-        request.offers(),
-        choice=request.choice,
-        named=request.named,
-        results=request.results(),
-        tokens=tokens,
-        model=request.model,
-    )
+    answer = core.answer_to(request, tokens, request.model)
     response_id = stable_id("resp_", *(s.key for s in pieces[-3:]), tokens)
     output = output_items(answer, response_id)
     out_tokens = sum(_SPEC.scan(item, 0, sizer).tokens for item in output)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..formats._dialect import Usage
 from ..sizing import Sizer
@@ -58,6 +58,18 @@ class WindowRule:
     overflow: Callable[[int, int], ErrorBody]
     output_overflow: Callable[[int, int, int], ErrorBody] | None = None
     counts_output: bool = True
+
+
+class Asking(Protocol):
+    """What a door's parsed request tells the scripted model: the tools offered, the
+    tool choice (and the tool it names), and how many tool results it carries."""
+
+    choice: str
+    named: str | None
+
+    def offers(self) -> list[ToolOffer]: ...
+
+    def results(self) -> int: ...
 
 
 class SimCore:
@@ -141,6 +153,18 @@ class SimCore:
         if explicit:
             return self.cache.explicit(namespace, segments)
         return self.cache.automatic(namespace, segments)
+
+    def answer_to(self, request: Asking, tokens: int, model: str) -> Answer:
+        """The scripted model's answer to ``request`` (any door's parsed request), of
+        ``tokens`` input tokens, for ``model``."""
+        return self.answer(
+            request.offers(),
+            choice=request.choice,
+            named=request.named,
+            results=request.results(),
+            tokens=tokens,
+            model=model,
+        )
 
     def answer(
         self,
