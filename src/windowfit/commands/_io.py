@@ -225,3 +225,26 @@ def whole(value: str) -> int:
 positive_int = checked_number(
     whole, lambda n: n > 0, "must be positive, not {number}", what="a whole number"
 )
+
+
+port_number = checked_number(
+    int, lambda n: 0 <= n <= 65535, "a port is 0-65535, not {number}", what="a port number"
+)
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    """What every windowfit HTTP server takes: its largest request body and uvicorn's
+    log level (``windowfit serve-sim`` and ``windowfit proxy``)."""
+    parser.add_argument(
+        "--max-body-bytes",
+        type=positive_int,
+        default=32 * 1024 * 1024,
+        metavar="N",
+        help="largest request body accepted (default 32 MiB; larger gets 413)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="uvicorn's log level (default warning)",
+    )

@@ -9,11 +9,15 @@ import sys
 from typing import Any
 
 from ..errors import MissingExtraError, SettingsError
-from ._io import EXIT_OK, CliError, checked_number, positive_int
-
-_port = checked_number(
-    int, lambda n: 0 <= n <= 65535, "a port is 0-65535, not {number}", what="a port number"
+from ._io import (
+    EXIT_OK,
+    CliError,
+    add_server_options,
+    checked_number,
+    port_number,
+    positive_int,
 )
+
 _fraction = checked_number(
     float,
     lambda n: math.isfinite(n) and 0 < n <= 1,
@@ -36,7 +40,9 @@ def register(sub: Any) -> None:
         ),
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=_port, default=8787, help="port to listen on (default 8787)")
+    p.add_argument(
+        "--port", type=port_number, default=8787, help="port to listen on (default 8787)"
+    )
     p.add_argument("--anthropic-upstream", metavar="URL", help="default https://api.anthropic.com")
     p.add_argument("--openai-upstream", metavar="URL", help="default https://api.openai.com")
     p.add_argument(
@@ -58,13 +64,7 @@ def register(sub: Any) -> None:
         metavar="F",
         help="fit to this share of the model's window minus its output (default 1)",
     )
-    p.add_argument(
-        "--max-body-bytes",
-        type=positive_int,
-        default=32 * 1024 * 1024,
-        metavar="N",
-        help="largest request body accepted (default 32 MiB; larger gets 413)",
-    )
+    add_server_options(p)
     p.add_argument(
         "--fitter-max-mb",
         type=positive_int,
@@ -82,12 +82,6 @@ def register(sub: Any) -> None:
         "--admin-key",
         metavar="KEY",
         help="key /metrics and /_windowfit/ need when listening beyond loopback",
-    )
-    p.add_argument(
-        "--log-level",
-        default="warning",
-        choices=["critical", "error", "warning", "info", "debug"],
-        help="uvicorn's log level (default warning)",
     )
     p.set_defaults(run=run)
 

@@ -9,11 +9,16 @@ from typing import Any
 from ..errors import MissingExtraError, TokenizerError
 from ..server._stats import DEFAULT_LOG_BYTES
 from ..simcore import DEFAULT_CACHE_BYTES, DEFAULT_REPLY
-from ._io import EXIT_OK, CliError, checked_number, positive_int, whole
-
-_port = checked_number(
-    int, lambda n: 0 <= n <= 65535, "a port is 0-65535, not {number}", what="a port number"
+from ._io import (
+    EXIT_OK,
+    CliError,
+    add_server_options,
+    checked_number,
+    port_number,
+    positive_int,
+    whole,
 )
+
 _count = checked_number(
     whole, lambda n: n >= 0, "must be 0 or more, not {number}", what="a whole number"
 )
@@ -37,7 +42,9 @@ def register(sub: Any) -> None:
             "clients base_url=http://HOST:PORT/v1."
         ),
     )
-    p.add_argument("--port", type=_port, required=True, help="port to listen on (0: any free)")
+    p.add_argument(
+        "--port", type=port_number, required=True, help="port to listen on (0: any free)"
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument(
         "--context-window",
@@ -78,13 +85,7 @@ def register(sub: Any) -> None:
         '\'Bash={"command": "cat part-{n}.txt"}\'), instead of the first tool offered '
         "with arguments made from its schema",
     )
-    p.add_argument(
-        "--max-body-bytes",
-        type=positive_int,
-        default=32 * 1024 * 1024,
-        metavar="N",
-        help="largest request body accepted (default 32 MiB; larger gets 413)",
-    )
+    add_server_options(p)
     p.add_argument(
         "--cache-min-tokens",
         type=_count,
@@ -117,12 +118,6 @@ def register(sub: Any) -> None:
         ),
     )
     p.add_argument("--latency", type=_seconds, default=0.0, help="seconds every answer waits")
-    p.add_argument(
-        "--log-level",
-        default="warning",
-        choices=["critical", "error", "warning", "info", "debug"],
-        help="uvicorn's log level (default warning)",
-    )
     p.set_defaults(run=run)
 
 
