@@ -755,17 +755,14 @@ class Window:
 
 
 def word_stop(text: str, start: int, stop: int) -> int | None:
-    """The last word boundary in ``text[start:stop]`` (after whitespace or punctuation,
-    before ``stop``), or None when the window has none past its first half."""
+    """Where a window of ``text[start:stop]`` ends at a word boundary: the last stop at
+    or before ``stop`` that is followed by whitespace or comes right after punctuation
+    (scripts without spaces), or None when there is none in the window's second half."""
     floor = start + (stop - start) // 2
     for i in range(stop, floor, -1):
-        if i >= len(text) or not (_is_word_char(text[i]) and _is_word_char(text[i - 1])):
+        if i >= len(text) or text[i].isspace() or unicodedata.category(text[i - 1])[0] == "P":
             return i
     return None
-
-
-def _is_word_char(char: str) -> bool:
-    return unicodedata.category(char)[0] in "LMN"
 
 
 def line_starts(text: str, count: int) -> list[int]:
