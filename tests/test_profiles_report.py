@@ -212,3 +212,14 @@ def test_a_small_run_goes_end_to_end() -> None:
     data = json.loads(json.dumps(report.as_json(run)))
     assert len(data["windows"]) == len(run.windows)
     assert {row["verdict"] for row in data["summary"]} <= {"pass", "FAIL"}
+
+
+def test_the_quick_command_prints_json(capsys: pytest.CaptureFixture[str]) -> None:
+    _backends()  # skips where a tokenizer is missing
+    assert report.main(["--quick", "--no-data", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["meta"]["real"] == 0 and data["meta"]["blocks"] == 5
+    assert {row["family"] for row in data["summary"]} == set(report.CHECKED_ON)
+    for row in data["windows"]:
+        assert row["stop"] - row["start"] <= row["length"]
+        assert set(row["real"]) == set(report.BACKENDS)
