@@ -863,6 +863,7 @@ def real_counts(
 # ---------------------------------------------------------------------------------------
 
 
+@functools.cache
 def without_framing(family: str) -> Estimator:
     """The family's estimator with its framing set to 0: the estimate of the bare text."""
     profile: Profile = get_profile(family)
@@ -907,8 +908,23 @@ class Report:
     meta: dict[str, Any]
 
 
+#: Which estimator counts a text for a family in a view: ``(family, view, source)`` to an
+#: estimator. The default is the library's (:func:`library_estimator`); a fit that holds
+#: texts out can pass its own, for example the estimator fitted without ``source``.
+EstimatorChoice = Callable[[str, str, Source], Estimator]
+
+
+def library_estimator(family: str, view: str, source: Source) -> Estimator:
+    """``estimator_for(family=...)``, without its framing in the ``text`` view."""
+    return without_framing(family) if view == "text" else estimator_for(family=family)
+
+
 def measure(
-    items: Sequence[Window], counts: Counts, backends: Iterable[str], families: Sequence[str]
+    items: Sequence[Window],
+    counts: Counts,
+    backends: Iterable[str],
+    families: Sequence[str],
+    choose: EstimatorChoice = library_estimator,
 ) -> list[FamilyRatios]:
     """Every family's ratios in both views, in the order of ``items``."""
     have = set(backends)
@@ -917,12 +933,10 @@ def measure(
         checked = tuple(b for b in CHECKED_ON[family] if b in have)
         if not checked:
             continue
-        for view, estimator in (
-            ("text", without_framing(family)),
-            ("as used", estimator_for(family=family)),
-        ):
+        for view in ("text", "as used"):
             result = FamilyRatios(family, view, checked)
             for window in items:
+                estimator = choose(family, view, window.source)
                 real = max(
                     counts[(window.source.name, window.start, window.stop)][b] for b in checked
                 )
@@ -1175,6 +1189,7 @@ def run(
     block_filter: Callable[[Block], bool] = lambda b: True,
     families: Sequence[str] = tuple(CHECKED_ON),
     backends: dict[str, Estimator] | None = None,
+    choose: EstimatorChoice = library_estimator,
 ) -> Report:
     """Build the texts and windows, count them, and return the ratios and what was run."""
     reals = real_sources(data, max(lengths))
@@ -1184,7 +1199,7 @@ def run(
     if backends is None:
         backends = load_backends(BACKENDS)
     counts = real_counts(items, backends)
-    results = measure(items, counts, backends, families)
+    results = measure(items, counts, backends, families, choose)
     meta = {
         "windows": len(items),
         "sources": len(reals) + len(generated),

@@ -223,3 +223,30 @@ def test_the_quick_command_prints_json(capsys: pytest.CaptureFixture[str]) -> No
     for row in data["windows"]:
         assert row["stop"] - row["start"] <= row["length"]
         assert set(row["real"]) == set(report.BACKENDS)
+
+
+def test_a_fit_can_pass_its_own_estimator_per_text() -> None:
+    from windowfit.profiles import estimator_for
+
+    seed = estimator_for(family="seed")
+    asked: set[tuple[str, str, str]] = set()
+
+    def choose(family: str, view: str, source: report.Source) -> Estimator:
+        asked.add((family, view, source.name))
+        return seed
+
+    run = report.run(
+        size=200,
+        lengths=[1, 10, 100],
+        extra_starts=0,
+        block_filter=lambda b: b.name == "Armenian",
+        families=["o200k", "conservative"],
+        backends=_backends(),
+        choose=choose,
+    )
+    names = {w.source.name for w in run.windows}
+    assert asked == {
+        (f, v, n) for f in ("o200k", "conservative") for v in ("text", "as used") for n in names
+    }
+    for result in run.results:
+        assert all(r.estimate == seed.estimate(r.window.text) for r in result.ratios)
