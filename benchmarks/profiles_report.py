@@ -1063,12 +1063,21 @@ def markdown(
     if every_block:
         names = [n for n, x in wholes[0].items() if x.window.source.kind != "real"]
     out.append("\n### Whole generated texts (text view)\n")
-    out.append("| text | chars | " + " | ".join(r.family for r in text_results) + " |")
-    out.append("|---|---:|" + "---:|" * len(text_results))
+    out.append(
+        "UTF-8 bytes / the largest real count: how far the safe bound (a byte-level BPE "
+        "never needs more tokens than bytes) is above the count.\n"
+    )
+    out.append(
+        "| text | chars | " + " | ".join(r.family for r in text_results) + " | UTF-8 bytes / real |"
+    )
+    out.append("|---|---:|" + "---:|" * (len(text_results) + 1))
+    largest = {n: max(w[n].real for w in wholes) for n in names}
     for name in names:
         row = [wholes[i][name] for i in range(len(text_results))]
         cells = [_fmt(x.value) for x in row]
-        out.append(f"| {name} | {len(row[0].window.text):,} | " + " | ".join(cells) + " |")
+        text = row[0].window.text
+        size = len(text.encode("utf-8")) / largest[name]
+        out.append(f"| {name} | {len(text):,} | " + " | ".join(cells) + f" | {size:.2f} |")
     out.append("\n### Worst windows (text view)\n")
     for r in text_results:
         out.append(f"- **{r.family}** lowest: {_worst(r.ratios, worst, low=True)}")
