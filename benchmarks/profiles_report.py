@@ -728,7 +728,8 @@ def hard_texts(seed: int = 0, size: int = GENERATED_SIZE) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Source:
-    """A text the sweep cuts windows from: ``kind`` is ``real``, ``block`` or ``hard``."""
+    """A text the sweep cuts windows from: ``kind`` is ``real``, ``block``, ``hard`` or
+    ``joined`` (the generated texts one after another)."""
 
     name: str
     kind: str
@@ -1030,7 +1031,8 @@ def markdown(
     out: list[str] = []
     out.append(
         f"{meta['windows']:,} windows of {meta['sources']} texts ({meta['real']} real, "
-        f"{meta['blocks']} Unicode blocks, {meta['hard']} other generated); "
+        f"{meta['blocks']} Unicode blocks, {meta['hard']} other generated, and the real and "
+        f"the generated ones joined for the longest windows); "
         f"Python {meta['python']}, Unicode {meta['unicode']}, seed {meta['seed']}; "
         f"target {WINDOW[0]:.2f}-{WINDOW[1]:.2f}, **bold** = outside it. The real texts "
         "are the ones the profiles were fitted on (in-sample); the generated ones are not.\n"
@@ -1173,6 +1175,29 @@ def real_sources(data: Path | None, limit: int) -> list[Source]:
     ]
 
 
+def joined_sources(reals: Sequence[Source], generated: Sequence[Source], size: int) -> list[Source]:
+    """Texts of up to ``size`` characters for the longest windows (no single text has a
+    million characters): the real texts in turns of 20,000 characters (cut where the
+    tokenizers split anyway), and the generated texts one after another."""
+    out = []
+    if reals:
+        turns = [split_text(s.text, 20_000) for s in reals]
+        pieces: list[str] = []
+        total = 0
+        for round_ in itertools.zip_longest(*turns, fillvalue=""):
+            for piece in round_:
+                pieces.append(piece)
+                total += len(piece)
+            if total >= size:
+                break
+        name = "real texts in turns of 20,000 characters"
+        out.append(Source(name, "real", "".join(pieces)[:size]))
+    if generated:
+        joined = "\n".join(s.text for s in generated)[:size]
+        out.append(Source("generated texts one after another", "joined", joined))
+    return out
+
+
 def data_dir(explicit: str | None = None) -> Path | None:
     """The shared data: ``--data``, else $WINDOWFIT_DATA, else ../shared/data."""
     candidates = [Path(explicit)] if explicit else []
@@ -1203,15 +1228,15 @@ def run(
     """Build the texts and windows, count them, and return the ratios and what was run."""
     reals = real_sources(data, max(lengths))
     generated = generated_sources(seed, size, block_filter)
-    items = [w for s in reals for w in windows(s, lengths, extra_starts)]
-    items += [w for s in generated for w in windows(s, lengths, extra_starts)]
+    joined = joined_sources(reals, generated, max(lengths))
+    items = [w for s in (*reals, *generated, *joined) for w in windows(s, lengths, extra_starts)]
     if backends is None:
         backends = load_backends(BACKENDS)
     counts = real_counts(items, backends)
     results = measure(items, counts, backends, families, choose)
     meta = {
         "windows": len(items),
-        "sources": len(reals) + len(generated),
+        "sources": len(reals) + len(generated) + len(joined),
         "real": len(reals),
         "blocks": sum(s.kind == "block" for s in generated),
         "hard": sum(s.kind == "hard" for s in generated),

@@ -250,3 +250,18 @@ def test_a_fit_can_pass_its_own_estimator_per_text() -> None:
     }
     for result in run.results:
         assert all(r.estimate == seed.estimate(r.window.text) for r in result.ratios)
+
+
+def test_the_longest_windows_come_from_the_texts_joined() -> None:
+    reals = [
+        report.Source(name, "real", "\n".join(f"{name} line {i} of words" for i in range(5_000)))
+        for name in ("first", "second", "third")
+    ]
+    generated = [report.Source(n, "hard", t) for n, t in report.hard_texts(0, 1_000).items()]
+    real, joined = report.joined_sources(reals, generated, 200_000)
+    assert len(real.text) == 200_000 and real.kind == "real"
+    first_turn = real.text[:25_000]
+    assert first_turn.startswith("first line 0 ") and "\nsecond line 0 " in first_turn
+    assert "third line" in real.text[:70_000]
+    assert joined.text == "\n".join(s.text for s in generated) and joined.kind == "joined"
+    assert report.joined_sources([], [], 10) == []
