@@ -19,25 +19,32 @@ What it counts:
    block's characters are dealt like a shuffled deck into word-like runs of 2-10
    characters with spaces, some punctuation and numbers; combining marks come after a
    base, Indic viramas join two consonants, pictographic blocks make emoji ZWJ sequences
-   with skin tones. All five tokenizers are byte-level BPEs, so every block is one they
-   handle (none maps a character to an unknown token). Beside the blocks: hard ASCII
+   with skin tones. All five tokenizers are byte-level BPEs (claude-legacy normalises by
+   NFKC first), so every block is one they handle: none maps a character to an unknown
+   token. Beside the blocks: hard ASCII
    (random letters, punctuation runs, digits between spaces, base64, hex, capitalised
    words...), capitalised and upper-case Cyrillic and Greek, and mathematical notation.
    Deterministic by ``--seed``; ``unicodedata``'s version (Python's) decides which code
    points are assigned, and is printed.
 2. A length sweep: windows of 1, 2, 3, 5, 10, 30, ... 10^6 characters of the real texts in
-   ``../shared/data/texts`` (when present) and of the generated texts, from the start and
-   from a few other line starts, cut at a character (code point) boundary and also at the
-   last word boundary before it.
-3. Per family: min and max ratio, the worst windows, pass/fail, and the same by length
-   and by kind of text. Two views: ``text`` is the estimate without the family's
-   ``framing`` (what a provider adds around every block, which a tokenizer's count of
-   the bare text does not have); ``as used`` is the estimate ``fit`` uses, framing
-   included (it can only be higher, so it is the one the lower bound matters for).
+   ``../shared/data/texts`` (when present; the profiles were fitted on them, so these are
+   in-sample) and of the generated texts, from the start and from a few other line
+   starts, cut at a character (code point) boundary and also at the last word boundary
+   before it. No single text has a million characters: the longest windows come from the
+   real texts in turns and from the generated texts one after another.
+3. Per family: min and max ratio, the worst windows, pass/fail; the same by length (real
+   and generated texts apart) and per whole generated text. Two views: ``text`` is the
+   estimate without the family's ``framing`` (what a provider adds around every block,
+   which a tokenizer's count of the bare text does not have); ``as used`` is the
+   estimate ``fit`` uses, framing included (it can only be higher, so it is the one the
+   lower bound matters for).
 
 Real counts of long windows are the sum of the counts of pieces cut where every bundled
 tokenizer splits anyway (``windowfit.tokenizers.split_text``), each piece counted once
 for all the lengths; the test checks that this is the count of the whole window.
+
+For held-out figures, a fit calls :func:`run` with ``choose``: the estimator to use per
+family, view and text (for example the one fitted without that text).
 """
 
 from __future__ import annotations
@@ -76,8 +83,10 @@ CHECKED_ON = {
     "conservative": ("o200k", "cl100k", "deepseek", "claude-legacy", "tekken"),
 }
 BACKENDS = ("o200k", "cl100k", "deepseek", "claude-legacy", "tekken")
-LENGTHS = (1, 2, 3, 5, 10, 30, 100, 300, 1_000, 3_000, 10_000, 30_000, 100_000, 300_000)
-LENGTHS += (1_000_000,)
+LENGTHS = (
+    *(1, 2, 3, 5, 10, 30, 100, 300, 1_000, 3_000),
+    *(10_000, 30_000, 100_000, 300_000, 1_000_000),
+)
 GENERATED_SIZE = 3_000
 #: Windows of real text start at the beginning and at this many other line starts (spread
 #: over the text), for the lengths up to ``OFFSET_LENGTH_LIMIT``.
@@ -1178,7 +1187,8 @@ def real_sources(data: Path | None, limit: int) -> list[Source]:
 def joined_sources(reals: Sequence[Source], generated: Sequence[Source], size: int) -> list[Source]:
     """Texts of up to ``size`` characters for the longest windows (no single text has a
     million characters): the real texts in turns of 20,000 characters (cut where the
-    tokenizers split anyway), and the generated texts one after another."""
+    tokenizers split anyway), and the generated texts one after another (from the first
+    again when they are shorter)."""
     out = []
     if reals:
         turns = [split_text(s.text, 20_000) for s in reals]
@@ -1193,7 +1203,14 @@ def joined_sources(reals: Sequence[Source], generated: Sequence[Source], size: i
         name = "real texts in turns of 20,000 characters"
         out.append(Source(name, "real", "".join(pieces)[:size]))
     if generated:
-        joined = "\n".join(s.text for s in generated)[:size]
+        parts: list[str] = []
+        total = 0
+        for source in itertools.cycle(generated):  # again from the first, up to ``size``
+            if total >= size:
+                break
+            parts.append(source.text)
+            total += len(source.text) + 1
+        joined = "\n".join(parts)[:size]
         out.append(Source("generated texts one after another", "joined", joined))
     return out
 

@@ -263,5 +263,9 @@ def test_the_longest_windows_come_from_the_texts_joined() -> None:
     first_turn = real.text[:25_000]
     assert first_turn.startswith("first line 0 ") and "\nsecond line 0 " in first_turn
     assert "third line" in real.text[:70_000]
-    assert joined.text == "\n".join(s.text for s in generated) and joined.kind == "joined"
+    one_pass = "\n".join(s.text for s in generated)
+    assert joined.kind == "joined" and len(joined.text) == 200_000
+    assert joined.text.startswith(one_pass + "\n" + one_pass + "\n")  # from the first again
+    (short,) = report.joined_sources([], generated, 5_000)
+    assert short.text == one_pass[:5_000]
     assert report.joined_sources([], [], 10) == []
