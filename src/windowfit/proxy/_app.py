@@ -1,8 +1,8 @@
 """The proxy's ASGI application: read, fit, forward, relay, learn.
 
 A plain ASGI callable (no framework routing in the way of a relayed stream), served by
-uvicorn, forwarding with one ``httpx.AsyncClient`` (one connection pool, connect and
-read timeouts). Every request:
+uvicorn, forwarding with one upstream connection pool (``_upstream``: aiohttp, connect
+and read timeouts). Every request:
 
 1. is read up to ``max_body_bytes`` (else 413 in the API's shape);
 2. on a route windowfit fits (``POST /v1/messages``, ``POST /v1/chat/completions``...),
@@ -34,8 +34,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-import httpx
-
 from ..formats import DIALECTS, Dialect
 from ._config import ProxyConfig
 from ._dashboard import ConversationLog, RequestRecord, render_page
@@ -46,6 +44,7 @@ from ._learning import ConversationLearning
 from ._metrics import Metrics
 from ._sse import UsageWatcher
 from ._state import StateStore, open_store
+from ._upstream import Upstream, UpstreamError, UpstreamResponse, UpstreamTimeout
 
 __all__ = ["ProxyApp", "fitted_route", "redact_key"]
 
@@ -111,19 +110,6 @@ def redact_key(text: str) -> str:
     return _KEY_IN_QUERY.sub(r"\1***", text)
 
 
-class _RedactKeys(logging.Filter):
-    """Keeps the Gemini API key of ``?key=`` out of httpx's request log lines (which
-    print the URL an upstream request went to)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple) and any("key=" in str(a) for a in record.args):
-            record.args = tuple(redact_key(str(a)) if "key=" in str(a) else a for a in record.args)
-        return True
-
-
-_REDACT_KEYS = _RedactKeys()
-
-
 def _refusal(upstream: str, status: int, message: str) -> dict[str, Any]:
     """An error body of the proxy's own (413, 502, 504) in the upstream API's shape."""
     for dialect in DIALECTS.values():
@@ -175,54 +161,24 @@ def _open_store(config: ProxyConfig) -> StateStore | None:
 
 class ProxyApp:
     """The ASGI application (module docstring). ``loopback``: whether the proxy listens
-    on loopback only (the admin routes then need no key). ``transport``: an httpx
-    transport to use instead of the network (tests)."""
+    on loopback only (the admin routes then need no key)."""
 
-    def __init__(
-        self,
-        config: ProxyConfig,
-        *,
-        loopback: bool = True,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
+    def __init__(self, config: ProxyConfig, *, loopback: bool = True) -> None:
         self.config = config
         self.loopback = loopback
         self.learning = ConversationLearning(config.max_conversations, _open_store(config))
         self.fitter = RequestFitter(config, self.learning)
         self.observers = _Observers()
-        self._transport = transport
-        self._client: httpx.AsyncClient | None = None
+        self.upstream = Upstream(config.connect_timeout, config.read_timeout)
         #: Requests forwarded unfitted, by reason (``not-json``, ``unreadable``...).
         self.skipped: dict[str, int] = {}
         self.refits = 0
         #: Requests whose client left before the answer was complete.
         self.disconnects = 0
 
-    # -- the upstream client -------------------------------------------------------------
-
-    @property
-    def client(self) -> httpx.AsyncClient:
-        """The one pool of upstream connections (made in the serving event loop)."""
-        if self._client is None:
-            httpx_log = logging.getLogger("httpx")
-            if _REDACT_KEYS not in httpx_log.filters:
-                httpx_log.addFilter(_REDACT_KEYS)
-            timeout = httpx.Timeout(
-                connect=self.config.connect_timeout,
-                read=self.config.read_timeout,
-                write=self.config.read_timeout,
-                pool=self.config.connect_timeout,
-            )
-            limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
-            self._client = httpx.AsyncClient(
-                timeout=timeout, limits=limits, transport=self._transport, trust_env=False
-            )
-        return self._client
-
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        """Close the upstream connections (at shutdown; tests that drive the app)."""
+        await self.upstream.aclose()
 
     # -- ASGI ------------------------------------------------------------------------------
 
@@ -279,7 +235,7 @@ class ProxyApp:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                _ = self.client  # its TLS context made now, not on the first request
+                self.upstream.start()  # its TLS context made now, not on the first request
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await self.aclose()
@@ -323,16 +279,16 @@ class ProxyApp:
         response = await self._open(url, headers, fitted.body, upstream, outcome, send)
         if response is None:
             return
-        if response.status_code >= 400:
+        if response.status >= 400:
             error = await _read_error(response)
             parsed = _json_or_none(error)
             if (
-                dialect.is_overflow(response.status_code, parsed)
+                dialect.is_overflow(response.status, parsed)
                 and fitted.parts is not None
                 and fitted.key is not None
                 and fitted.report is not None
             ):
-                retry = self._refit(dialect, fitted, response.status_code, parsed)
+                retry = self._refit(dialect, fitted, response.status, parsed)
                 if retry is not None:
                     self.refits += 1
                     outcome.refit = True
@@ -345,7 +301,7 @@ class ProxyApp:
                     response = await self._open(url, headers, fitted.body, upstream, outcome, send)
                     if response is None:
                         return
-                    if response.status_code >= 400:
+                    if response.status >= 400:
                         error = await _read_error(response)
                         await self._send_error(send, response, error, fitted, outcome)
                         return
@@ -355,7 +311,7 @@ class ProxyApp:
             else:
                 await self._send_error(send, response, error, fitted, outcome)
                 return
-        await self._relay(send, response, dialect, fitted, outcome)
+        await self._relay(send, response, url, dialect, fitted, outcome)
 
     def _refit(self, dialect: Dialect, fitted: Fitted, status: int, body: Any) -> Fitted | None:
         """The request fitted again after the upstream refused it as too long, or ``None``
@@ -384,24 +340,26 @@ class ProxyApp:
         outcome: _Outcome,
         send: Send,
         method: str = "POST",
-    ) -> httpx.Response | None:
+        decoded: bool = True,
+    ) -> UpstreamResponse | None:
         """The upstream's answer (its head; the body is read as it is relayed), or
         ``None`` after answering the client with a 502/504 in the API's shape."""
         content = body if body or method not in ("GET", "HEAD") else None  # none, as sent
-        request = self.client.build_request(method, url, headers=headers, content=content)
         started = time.perf_counter()
         try:
-            response = await self.client.send(request, stream=True)
-        except httpx.TimeoutException:
+            response = await self.upstream.open(method, url, headers, content, decoded=decoded)
+        except UpstreamTimeout:
             outcome.upstream_seconds += time.perf_counter() - started
             await self._own_error(send, upstream, 504, outcome)
             return None
-        except httpx.HTTPError as exc:
+        except UpstreamError as exc:
             outcome.upstream_seconds += time.perf_counter() - started
-            _log.warning("windowfit proxy: upstream %s: %s", upstream, type(exc).__name__)
+            _log.warning("windowfit proxy: upstream %s: %s", upstream, exc)
             await self._own_error(send, upstream, 502, outcome)
             return None
         outcome.upstream_seconds += time.perf_counter() - started
+        if _log.isEnabledFor(logging.DEBUG):  # never the Gemini key of ?key=
+            _log.debug("windowfit proxy: %s %s -> %d", method, redact_key(url), response.status)
         return response
 
     async def _forward(
@@ -416,31 +374,36 @@ class ProxyApp:
     ) -> None:
         """Pass a request through exactly: its answer's bytes as they came (still
         encoded), its headers (hop-by-hop ones aside)."""
-        response = await self._open(url, headers, body, upstream, outcome, send, method)
+        response = await self._open(
+            url, headers, body, upstream, outcome, send, method, decoded=False
+        )
         if response is None:
             return
-        outcome.status = response.status_code
+        outcome.status = response.status
+        complete = False
         try:
             await send(
                 {
                     "type": "http.response.start",
-                    "status": response.status_code,
-                    "headers": response_headers(response.headers.raw, decoded=False),
+                    "status": response.status,
+                    "headers": response_headers(response.raw_headers, decoded=False),
                 }
             )
-            async for chunk in response.aiter_raw():
+            async for chunk in response.chunks():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        except httpx.HTTPError:
+            complete = True
+        except UpstreamError:
             outcome.error = "upstream broke off"
             return  # the connection is closed without an end: the client sees it cut
         finally:
-            await response.aclose()
+            response.close(complete=complete)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _relay(
         self,
         send: Send,
-        response: httpx.Response,
+        response: UpstreamResponse,
+        url: str,
         dialect: Dialect,
         fitted: Fitted,
         outcome: _Outcome,
@@ -449,11 +412,12 @@ class ProxyApp:
         a JSON body whole (read for usage); then learning from the usage. A stream cut
         by the upstream is cut for the client; a whole body the upstream dropped before
         it ended is a 502 in the API's shape (nothing of it reached the client yet)."""
-        outcome.status = response.status_code
-        content_type = response.headers.get("content-type", "")
-        headers = response_headers(response.headers.raw, decoded=True) + _report_headers(fitted)
+        outcome.status = response.status
+        content_type = response.header("content-type")
+        headers = response_headers(response.raw_headers, decoded=True) + _report_headers(fitted)
         streamed = content_type.startswith("text/event-stream")
-        array = not streamed and response.url.path.endswith(":streamGenerateContent")
+        array = not streamed and url.partition("?")[0].endswith(":streamGenerateContent")
+        complete = False
         try:
             if streamed or array:  # relayed as it arrives, watched for usage
                 watcher: UsageWatcher | JsonArrayWatcher = (
@@ -464,36 +428,38 @@ class ProxyApp:
                 await send(
                     {
                         "type": "http.response.start",
-                        "status": response.status_code,
+                        "status": response.status,
                         "headers": headers,
                     }
                 )
-                async for chunk in response.aiter_bytes():
+                async for chunk in response.chunks():
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                     watcher.feed(chunk)
+                complete = True
                 usage = watcher.usage
             else:
                 try:
-                    data = await response.aread()
-                except httpx.HTTPError as exc:  # before anything reached the client
-                    _log.warning("windowfit proxy: upstream answer dropped: %s", type(exc).__name__)
+                    data = await response.read()
+                except UpstreamError as exc:  # before anything reached the client
+                    _log.warning("windowfit proxy: upstream answer dropped: %s", exc)
                     await self._own_error(send, dialect.provider, 502, outcome)
                     return
+                complete = True
                 usage = dialect.usage(_json_or_none(data))
                 headers.append((b"content-length", str(len(data)).encode()))
                 await send(
                     {
                         "type": "http.response.start",
-                        "status": response.status_code,
+                        "status": response.status,
                         "headers": headers,
                     }
                 )
                 await send({"type": "http.response.body", "body": data, "more_body": True})
-        except httpx.HTTPError:
+        except UpstreamError:
             outcome.error = "upstream broke off"
             return  # the client sees its stream cut, as the upstream cut it
         finally:
-            await response.aclose()
+            response.close(complete=complete)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         if usage is not None:
             outcome.usage_input = usage.input_tokens
@@ -502,16 +468,19 @@ class ProxyApp:
                 self.learning.observe(fitted.key, fitted.report.tokens_after, usage.input_tokens)
 
     async def _send_error(
-        self, send: Send, response: httpx.Response, body: bytes, fitted: Fitted, outcome: _Outcome
+        self,
+        send: Send,
+        response: UpstreamResponse,
+        body: bytes,
+        fitted: Fitted,
+        outcome: _Outcome,
     ) -> None:
         """An upstream error, verbatim (decoded), with what windowfit did."""
-        outcome.status = response.status_code
+        outcome.status = response.status
         outcome.error = _error_summary(body)
-        headers = response_headers(response.headers.raw, decoded=True) + _report_headers(fitted)
+        headers = response_headers(response.raw_headers, decoded=True) + _report_headers(fitted)
         headers.append((b"content-length", str(len(body)).encode()))
-        await send(
-            {"type": "http.response.start", "status": response.status_code, "headers": headers}
-        )
+        await send({"type": "http.response.start", "status": response.status, "headers": headers})
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
     async def _own_error(self, send: Send, upstream: str, status: int, outcome: _Outcome) -> None:
@@ -638,20 +607,24 @@ async def _disconnected(receive: Receive) -> None:
             return
 
 
-async def _read_error(response: httpx.Response) -> bytes:
+async def _read_error(response: UpstreamResponse) -> bytes:
+    """An error answer's body (decoded; what came of it when the upstream broke off)."""
+    chunks: list[bytes] = []
+    size = 0
+    complete = False
     try:
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
+        async for chunk in response.chunks():
             chunks.append(chunk)
             size += len(chunk)
             if size > _MAX_ERROR_BYTES:
                 break
-        return b"".join(chunks)
-    except httpx.HTTPError:
-        return b"".join(chunks)
+        else:
+            complete = True
+    except UpstreamError:
+        pass
     finally:
-        await response.aclose()
+        response.close(complete=complete)
+    return b"".join(chunks)
 
 
 def _json_or_none(data: bytes) -> Any:
