@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,9 @@ class Seen:
 
 
 SEEN: list[Seen] = []
+#: Requests whose head reached the upstream, and those of them whose body never came whole.
+STARTED: list[float] = []
+INCOMPLETE: list[str] = []
 
 Answer = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
@@ -87,7 +91,12 @@ class Upstream:
         self._runner: web.ServerRunner | None = None
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        content = await request.read()
+        STARTED.append(time.monotonic())
+        try:
+            content = await request.read()
+        except Exception as exc:  # the sender closed the connection before the body's end
+            INCOMPLETE.append(type(exc).__name__)
+            raise
         headers: dict[str, str] = {}
         for name, value in request.headers.items():
             key = name.lower()
@@ -140,8 +149,9 @@ def _up() -> str:
     return _UPSTREAM[0].url
 
 
-async def _through(app: Any, path: str, content: bytes, headers: dict[str, str]) -> httpx.Response:
-    """One request to the proxy's application in process; its upstream pool closed after."""
+async def _through(app: Any, path: str, content: Any, headers: dict[str, str]) -> httpx.Response:
+    """One request to the proxy's application in process; its upstream pool closed after.
+    ``content``: bytes, or an async iterator of chunks (``headers`` give its length)."""
     try:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://proxy") as client:
@@ -159,11 +169,11 @@ def _post(
     return asyncio.run(_through(app, path, content, headers or {}))
 
 
-def _conversation(rounds: int, size: int) -> list[dict[str, Any]]:
+def _conversation(rounds: int, size: int, word: str = "word ") -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "start"}]
     for k in range(rounds):
         call = {"type": "tool_use", "id": f"t{k}", "name": "read", "input": {"k": k}}
-        result = {"type": "tool_result", "tool_use_id": f"t{k}", "content": "word " * size}
+        result = {"type": "tool_result", "tool_use_id": f"t{k}", "content": word * size}
         thinking = {"type": "thinking", "thinking": "hmm", "signature": f"sig-{k}"}
         messages += [
             {"role": "assistant", "content": [thinking, call]},
@@ -373,3 +383,104 @@ def test_each_fitted_dialect_names_a_configured_upstream_and_its_error_shape(nam
         body = dialect.status_error(status, "windowfit proxy: said so")
         assert body["error"]["message"] == "windowfit proxy: said so"
         assert json.loads(json.dumps(body)) == body
+
+
+# --------------------------------------------------------------------------- early forwarding
+
+
+def _in_parts(raw: bytes, parts: int, sent: list[float]) -> Any:
+    """``raw`` as a client sending it in ``parts``, 0.2 s apart; ``sent`` gets the time
+    its last part went."""
+
+    async def chunks() -> Any:
+        step = len(raw) // parts + 1
+        for k in range(0, len(raw), step):
+            if k:
+                await asyncio.sleep(0.2)
+            if k + step >= len(raw):
+                sent.append(time.monotonic())
+            yield raw[k : k + step]
+
+    return chunks()
+
+
+def _settled() -> None:
+    """Wait until every request the upstream started has ended one way or the other."""
+    deadline = time.monotonic() + 5
+    while len(STARTED) > len(SEEN) + len(INCOMPLETE) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _early_post(body: dict[str, Any], **config: Any) -> tuple[httpx.Response, bytes, float]:
+    from windowfit.proxy._early import EARLY_MIN_BYTES
+
+    raw = json.dumps(body).encode()
+    assert len(raw) > EARLY_MIN_BYTES  # large enough to go upstream as it arrives
+    SEEN.clear()
+    STARTED.clear()
+    INCOMPLETE.clear()
+    sent: list[float] = []
+    app = create_proxy_app(ProxyConfig(upstreams=(("anthropic", _up()),), **config))
+    headers = {"content-length": str(len(raw)), "content-type": "application/json"}
+    answer = asyncio.run(_through(app, "/v1/messages", _in_parts(raw, 4, sent), headers))
+    _settled()
+    return answer, raw, sent[0]
+
+
+def test_a_large_body_that_fits_goes_upstream_while_it_arrives() -> None:
+    body = {"model": MODEL, "max_tokens": 100, "messages": _conversation(18, 4_000)}
+    answer, raw, last_part = _early_post(body)
+    assert answer.status_code == 200 and answer.headers["x-windowfit-stage"] == "0"
+    (sent,) = SEEN
+    assert sent.content == raw and sent.headers["content-length"] == str(len(raw))
+    assert sent.headers["content-type"] == "application/json"
+    assert len(STARTED) == 1 and not INCOMPLETE
+    assert STARTED[0] < last_part  # the upstream had the request before the client ended it
+
+
+def test_a_large_body_that_fitting_changes_never_reaches_the_upstream_whole() -> None:
+    """Dense text (digits: about 1.2 bytes a token) passes the bytes-per-token guess, so
+    the request is begun while the body arrives; fitting changes it, so that request is
+    abandoned short of its end and the fitted body goes on a request of its own, the
+    only one the upstream reads to its end."""
+    body = {"model": MODEL, "max_tokens": 100, "messages": _conversation(40, 4_000, "7 ")}
+    answer, raw, _ = _early_post(body, budget=120_000)
+    assert answer.status_code == 200 and int(answer.headers["x-windowfit-stage"]) >= 1
+    (sent,) = SEEN
+    assert len(sent.content) < len(raw) and json.loads(sent.content)["model"] == MODEL
+    assert len(STARTED) == 2 and len(INCOMPLETE) == 1  # begun early, then abandoned
+
+
+def test_a_large_body_nothing_fits_is_refused_and_never_reaches_the_upstream_whole() -> None:
+    body = {"model": MODEL, "max_tokens": 100, "messages": _conversation(2, 100)}
+    body["messages"][0]["content"] = "7 " * 150_000  # the task, always kept: > the window
+    answer, _, _ = _early_post(body)
+    assert answer.status_code == 400
+    assert CONTEXT_OVERFLOW_MESSAGE in answer.json()["error"]["message"]
+    assert not SEEN and len(STARTED) == len(INCOMPLETE) == 1
+
+
+def test_a_large_body_far_beyond_its_budget_is_received_whole_first() -> None:
+    """At more bytes than 3 a token of the budget, fitting will most likely change the
+    body: no upload is begun that would be abandoned."""
+    body = {"model": MODEL, "max_tokens": 100, "messages": _conversation(24, 4_000)}
+    answer, raw, last_part = _early_post(body, budget=4_000)
+    assert answer.status_code == 200 and int(answer.headers["x-windowfit-stage"]) >= 1
+    assert len(STARTED) == len(SEEN) == 1 and not INCOMPLETE
+    assert STARTED[0] > last_part and len(SEEN[0].content) < len(raw)
+
+
+@pytest.mark.parametrize(
+    ("chunk", "model"),
+    [
+        (b'{"model": "claude-sonnet-4-5", "messages": [', "claude-sonnet-4-5"),
+        (b' {"model":"gpt-4o","input":', "gpt-4o"),
+        (b'{"messages": [{"model": "x"}], "model": "gpt-4o"}', None),  # not the first field
+        (b'{"model": "a\\"b"}', None),
+        (b"[1, 2]", None),
+    ],
+)
+def test_the_model_is_read_only_from_the_first_field(chunk: bytes, model: str | None) -> None:
+    from windowfit.proxy._early import leading_model
+
+    assert leading_model(chunk) == model

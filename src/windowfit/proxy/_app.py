@@ -37,6 +37,7 @@ from urllib.parse import parse_qs
 from ..formats import DIALECTS, Dialect
 from ._config import ProxyConfig
 from ._dashboard import ConversationLog, RequestRecord, render_page
+from ._early import EARLY_BYTES_PER_TOKEN, EARLY_MIN_BYTES, EarlyForward, leading_model
 from ._fit import Fitted, RequestFitter
 from ._headers import pick_upstream, request_headers, response_headers
 from ._jsonarray import JsonArrayWatcher
@@ -196,12 +197,19 @@ class ProxyApp:
         route = fitted_route(method, path)
         upstream = route[1] if route else pick_upstream(path, scope["headers"])
         outcome = _Outcome(route=f"{method} {path}" if route is None else route_label(path))
+        early = self._early(scope, upstream) if route is not None else None
         try:
-            body = await _read_body(scope, receive, self.config.max_body_bytes)
+            body = await _read_body(
+                scope, receive, self.config.max_body_bytes, early.feed if early else None
+            )
         except _TooLarge:
+            if early is not None:
+                await early.abandon()
             await self._own_error(send, upstream, 413, outcome)
             return
         if body is None:  # the client left while sending
+            if early is not None:
+                await early.abandon()
             return
         started: list[bool] = []
 
@@ -210,7 +218,9 @@ class ProxyApp:
                 started.append(True)
             await send(message)
 
-        task = asyncio.ensure_future(self._handle(scope, tracked, body, route, upstream, outcome))
+        task = asyncio.ensure_future(
+            self._handle(scope, tracked, body, route, upstream, outcome, early)
+        )
         watcher = asyncio.ensure_future(_disconnected(receive))
         try:
             await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
@@ -229,6 +239,9 @@ class ProxyApp:
             _log.exception("windowfit proxy: unexpected error")
             if not started:
                 await self._own_error(send, upstream, 502, outcome)
+        finally:
+            if early is not None and not early.released:  # cancelled before it decided
+                await early.abandon()
         self._observe(outcome)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -244,6 +257,40 @@ class ProxyApp:
 
     # -- one request ---------------------------------------------------------------------
 
+    def _url(self, scope: Scope, upstream: str) -> str:
+        url: str = self.config.upstream(upstream) + scope["path"]
+        query: bytes = scope.get("query_string") or b""
+        if query:
+            url += "?" + query.decode("latin-1")
+        return url
+
+    def _early(self, scope: Scope, upstream: str) -> EarlyForward | None:
+        """An upstream request fed as the body arrives (see ``_early``), for a body
+        declared large (and within the limit); ``None`` for any other."""
+        length = -1
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    length = int(value)
+                except ValueError:
+                    return None
+            elif name == b"transfer-encoding":
+                return None
+        if not EARLY_MIN_BYTES <= length <= self.config.max_body_bytes:
+            return None
+        url = self._url(scope, upstream)
+        headers = [*request_headers(scope["headers"]), (b"content-length", str(length).encode())]
+
+        def wanted(first: bytes) -> bool:
+            model = leading_model(first)
+            budget = self.fitter.likely_budget(model) if model else None
+            return budget is not None and length <= budget * EARLY_BYTES_PER_TOKEN
+
+        return EarlyForward(
+            lambda chunks: self.upstream.open("POST", url, headers, chunks, decoded=True),
+            wanted,
+        )
+
     async def _handle(
         self,
         scope: Scope,
@@ -252,18 +299,29 @@ class ProxyApp:
         route: tuple[Dialect, str] | None,
         upstream: str,
         outcome: _Outcome,
+        early: EarlyForward | None = None,
     ) -> None:
-        url = self.config.upstream(upstream) + scope["path"]
-        query: bytes = scope.get("query_string") or b""
-        if query:
-            url += "?" + query.decode("latin-1")
+        url = self._url(scope, upstream)
         headers = request_headers(scope["headers"])
         if route is None:
             await self._forward(scope["method"], url, headers, body, send, upstream, outcome)
             return
         dialect = route[0]
-        fitted = self.fitter.fit(dialect, body, path_model(scope["path"]))
+        try:
+            fitted = self.fitter.fit(dialect, body, path_model(scope["path"]))
+        except BaseException:
+            if early is not None:
+                await early.abandon()
+            raise
         outcome.fitted = fitted
+        if early is not None and early.answer is None:
+            early = None  # it was not started: the body goes as a whole
+        if early is not None:
+            if fitted.body is body and fitted.refusal is None:
+                early.release()  # forwarded as received: its tail goes now
+            else:
+                await early.abandon()  # changed: the upstream never sees it whole
+                early = None
         if fitted.skipped is not None:
             self.skipped[fitted.skipped] = self.skipped.get(fitted.skipped, 0) + 1
             _log.info(
@@ -276,7 +334,9 @@ class ProxyApp:
             outcome.status, outcome.error = status, "context overflow (nothing fits)"
             await _send_json(send, status, refusal, _report_headers(fitted))
             return
-        response = await self._open(url, headers, fitted.body, upstream, outcome, send)
+        response = await self._open(
+            url, headers, fitted.body, upstream, outcome, send, pending=early
+        )
         if response is None:
             return
         if response.status >= 400:
@@ -341,13 +401,18 @@ class ProxyApp:
         send: Send,
         method: str = "POST",
         decoded: bool = True,
+        pending: EarlyForward | None = None,
     ) -> UpstreamResponse | None:
         """The upstream's answer (its head; the body is read as it is relayed), or
-        ``None`` after answering the client with a 502/504 in the API's shape."""
+        ``None`` after answering the client with a 502/504 in the API's shape.
+        ``pending``: the request already under way, its body released."""
         content = body if body or method not in ("GET", "HEAD") else None  # none, as sent
         started = time.perf_counter()
         try:
-            response = await self.upstream.open(method, url, headers, content, decoded=decoded)
+            if pending is not None and pending.answer is not None:
+                response = await pending.answer
+            else:
+                response = await self.upstream.open(method, url, headers, content, decoded=decoded)
         except UpstreamTimeout:
             outcome.upstream_seconds += time.perf_counter() - started
             await self._own_error(send, upstream, 504, outcome)
@@ -574,9 +639,12 @@ class ProxyApp:
 # --------------------------------------------------------------------------- helpers
 
 
-async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None:
+async def _read_body(
+    scope: Scope, receive: Receive, limit: int, feed: Callable[[bytes], None] | None = None
+) -> bytes | None:
     """The request body, ``None`` if the client disconnected, :class:`_TooLarge` past
-    ``limit`` (by its declared length, or as it arrives)."""
+    ``limit`` (by its declared length, or as it arrives); ``feed`` is given every chunk
+    as it arrives (see ``_early``)."""
     for name, value in scope["headers"]:
         if name == b"content-length":
             try:
@@ -595,6 +663,8 @@ async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None
         if size > limit:
             raise _TooLarge
         chunks.append(chunk)
+        if feed is not None:
+            feed(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
 

@@ -130,6 +130,13 @@ class RequestFitter:
             budget = hard
         return budget, (hard if hard is not None and hard > budget else None)
 
+    def likely_budget(self, model: str) -> int | None:
+        """The budget a request for ``model`` would most likely get, before reading it
+        (its answer's limit taken from the model table; nothing learned applied), for
+        guessing whether it will be forwarded as it is; ``None`` when unknown."""
+        found = self.limits(RequestParts(messages=[], model=model))
+        return None if found is None else found[0]
+
     def fit(self, dialect: Dialect, raw: bytes, model: str | None = None) -> Fitted:
         """The request to forward for the body ``raw`` (see :class:`Fitted`); ``model``:
         the model named by the URL (Gemini's), when the body names none."""

@@ -7,8 +7,8 @@ agent whose conversation is that large (benchmarks/RESULTS.md, "The proxy"). Eve
 the proxy needs from the client is here, so that ``_app`` reads as the request's flow:
 
 * requests go out with the client's headers as given, plus only ``host`` and
-  ``content-length`` (no ``user-agent`` or ``accept-encoding`` of the proxy's own, so a
-  passed-through answer is encoded only as the client asked);
+  ``content-length`` (no ``user-agent``, ``accept-encoding`` or ``content-type`` of the
+  proxy's own, so a passed-through answer is encoded only as the client asked);
 * answers are read as they arrive, decoded (fitted routes, whose usage the proxy reads)
   or as raw bytes (pass-through);
 * failures are :class:`UpstreamTimeout` (connect or read timeout: a 504) or
@@ -38,7 +38,7 @@ __all__ = [
 #: Seconds an idle upstream connection is kept for the next request.
 IDLE_SECONDS = 4.0
 
-_NO_AUTO_HEADERS = frozenset({"User-Agent", "Accept-Encoding", "Accept"})
+_NO_AUTO_HEADERS = frozenset({"User-Agent", "Accept-Encoding", "Accept", "Content-Type"})
 
 
 class UpstreamError(Exception):
@@ -140,12 +140,13 @@ class Upstream:
         method: str,
         url: str,
         headers: Iterable[tuple[bytes, bytes]],
-        body: bytes | None,
+        body: bytes | AsyncIterator[bytes] | None,
         *,
         decoded: bool,
     ) -> UpstreamResponse:
-        """Send the request; the answer once its head has arrived. ``decoded``: the body
-        is read decoded (``content-encoding`` undone), else as the upstream sent it."""
+        """Send the request; the answer once its head has arrived. ``body``: bytes, or
+        chunks as they come (``headers`` then give its ``content-length``). ``decoded``:
+        the answer is read decoded (``content-encoding`` undone), else as sent."""
         session = self._open_session()
         given = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers]
         try:
