@@ -484,3 +484,26 @@ def test_the_model_is_read_only_from_the_first_field(chunk: bytes, model: str | 
     from windowfit.proxy._early import leading_model
 
     assert leading_model(chunk) == model
+
+
+# --------------------------------------------------------------------------- what is kept
+
+
+def test_only_large_conversations_are_kept_between_requests_and_answers_do_not_change() -> None:
+    from windowfit.formats import DIALECTS
+    from windowfit.proxy._fit import KEPT_MIN_BYTES, RequestFitter
+    from windowfit.proxy._learning import ConversationLearning
+
+    config = ProxyConfig(budget=3_000)
+    kept = RequestFitter(config, ConversationLearning())
+    small = {"model": MODEL, "max_tokens": 100, "messages": _conversation(3, 50)}
+    large = {"model": MODEL, "max_tokens": 100, "messages": _conversation(30, 800)}
+    grown = {**large, "messages": _conversation(32, 800)}
+    for body, is_large in ((small, False), (large, True), (grown, True)):
+        raw = json.dumps(body).encode()
+        assert (len(raw) >= KEPT_MIN_BYTES) is is_large
+        seen = kept.fit(DIALECTS["anthropic"], raw)
+        fresh = RequestFitter(config, ConversationLearning()).fit(DIALECTS["anthropic"], raw)
+        assert seen.body == fresh.body and seen.report == fresh.report
+        assert (kept.fitter.cached_bytes > 0) is is_large  # the small one left nothing
+    assert kept.fitter.folds_reused >= 1  # the grown conversation continued its fold
