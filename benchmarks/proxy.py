@@ -660,9 +660,17 @@ async def _proxy_metrics(proxy: Service) -> list[str]:
         r = await c.get(proxy.url + "/metrics")
     if r.status_code != 200:
         return [f"/metrics: HTTP {r.status_code}"]
-    wanted = ("windowfit_proxy_added_seconds_sum", "windowfit_proxy_added_seconds_count")
+    wanted = (
+        "windowfit_proxy_added_seconds_sum",
+        "windowfit_proxy_added_seconds_count",
+        "windowfit_proxy_early_total",
+        "windowfit_proxy_early_body_bytes_total",
+    )
     lines = [ln for ln in r.text.splitlines() if ln.startswith(wanted)]
-    return ["the proxy's own /metrics (added seconds, all routes):", *lines[:6]]
+    return [
+        "the proxy's own /metrics (added seconds; bodies sent on as they arrived):",
+        *lines[:10],
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

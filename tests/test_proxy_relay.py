@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -411,7 +412,12 @@ def _settled() -> None:
         time.sleep(0.02)
 
 
+EARLY_METRICS: list[str] = []
+
+
 def _early_post(body: dict[str, Any], **config: Any) -> tuple[httpx.Response, bytes, float]:
+    """``body`` sent in 4 parts to a new proxy application; its ``/metrics`` text after is
+    in :data:`EARLY_METRICS`."""
     from windowfit.proxy._early import EARLY_MIN_BYTES
 
     raw = json.dumps(body).encode()
@@ -424,6 +430,7 @@ def _early_post(body: dict[str, Any], **config: Any) -> tuple[httpx.Response, by
     headers = {"content-length": str(len(raw)), "content-type": "application/json"}
     answer = asyncio.run(_through(app, "/v1/messages", _in_parts(raw, 4, sent), headers))
     _settled()
+    EARLY_METRICS[:] = [app.observers.metrics.render()]
     return answer, raw, sent[0]
 
 
@@ -436,6 +443,12 @@ def test_a_large_body_that_fits_goes_upstream_while_it_arrives() -> None:
     assert sent.headers["content-type"] == "application/json"
     assert len(STARTED) == 1 and not INCOMPLETE
     assert STARTED[0] < last_part  # the upstream had the request before the client ended it
+    (text,) = EARLY_METRICS
+    assert 'early_total{route="/v1/messages",outcome="released"} 1' in text
+    before = re.search(
+        r'early_body_bytes_total\{route="/v1/messages",part="before_end"\} (\d+)', text
+    )
+    assert before is not None and len(raw) // 2 <= int(before.group(1)) < len(raw)
 
 
 def test_a_large_body_that_fitting_changes_never_reaches_the_upstream_whole() -> None:
@@ -449,6 +462,7 @@ def test_a_large_body_that_fitting_changes_never_reaches_the_upstream_whole() ->
     (sent,) = SEEN
     assert len(sent.content) < len(raw) and json.loads(sent.content)["model"] == MODEL
     assert len(STARTED) == 2 and len(INCOMPLETE) == 1  # begun early, then abandoned
+    assert 'early_total{route="/v1/messages",outcome="abandoned"} 1' in EARLY_METRICS[0]
 
 
 def test_a_large_body_nothing_fits_is_refused_and_never_reaches_the_upstream_whole() -> None:
@@ -468,6 +482,7 @@ def test_a_large_body_far_beyond_its_budget_is_received_whole_first() -> None:
     assert answer.status_code == 200 and int(answer.headers["x-windowfit-stage"]) >= 1
     assert len(STARTED) == len(SEEN) == 1 and not INCOMPLETE
     assert STARTED[0] > last_part and len(SEEN[0].content) < len(raw)
+    assert "early_total{" not in EARLY_METRICS[0]
 
 
 @pytest.mark.parametrize(

@@ -317,10 +317,15 @@ class ProxyApp:
         if early is not None and early.answer is None:
             early = None  # it was not started: the body goes as a whole
         if early is not None:
-            if fitted.body is body and fitted.refusal is None:
+            released = fitted.body is body and fitted.refusal is None
+            if released:
                 early.release()  # forwarded as received: its tail goes now
             else:
                 await early.abandon()  # changed: the upstream never sees it whole
+            self.observers.metrics.observe_early(
+                outcome.route, released, early.sent_before_end, len(body)
+            )
+            if not released:
                 early = None
         if fitted.skipped is not None:
             self.skipped[fitted.skipped] = self.skipped.get(fitted.skipped, 0) + 1

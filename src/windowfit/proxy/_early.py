@@ -74,6 +74,9 @@ class EarlyForward:
         self.released = False
         #: The upstream's answer, once the request was started (``None``: it was not).
         self.answer: asyncio.Future[UpstreamResponse] | None = None
+        #: Body bytes handed to the upstream connection so far, and when released.
+        self.sent = 0
+        self.sent_before_end = 0
 
     async def _body(self) -> AsyncIterator[bytes]:
         while True:
@@ -81,6 +84,7 @@ class EarlyForward:
             if chunk is None:
                 return
             yield chunk
+            self.sent += len(chunk)
 
     def feed(self, chunk: bytes) -> None:
         """A chunk of the body as received: the one before it goes upstream now."""
@@ -100,6 +104,7 @@ class EarlyForward:
         if self.answer is None:
             return
         self.released = True
+        self.sent_before_end = self.sent
         if self._held:
             self._queue.put_nowait(self._held)
             self._held = b""
