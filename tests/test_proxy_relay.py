@@ -522,3 +522,23 @@ def test_only_large_conversations_are_kept_between_requests_and_answers_do_not_c
         assert seen.body == fresh.body and seen.report == fresh.report
         assert (kept.fitter.cached_bytes > 0) is is_large  # the small one left nothing
     assert kept.fitter.folds_reused >= 1  # the grown conversation continued its fold
+
+
+def test_a_body_that_names_its_model_late_goes_early_after_one_that_named_it() -> None:
+    """The Python SDKs write ``model`` after ``messages``: the route's last model is the
+    guess, so the second request of such a client is sent on as it arrives."""
+    SEEN.clear()
+    STARTED.clear()
+    INCOMPLETE.clear()
+    app = create_proxy_app(ProxyConfig(upstreams=(("anthropic", _up()),)))
+    first = {"max_tokens": 100, "messages": _conversation(1, 10), "model": MODEL}
+    asyncio.run(_through(app, "/v1/messages", json.dumps(first).encode(), {}))
+    large = {"max_tokens": 100, "messages": _conversation(18, 4_000), "model": MODEL}
+    raw = json.dumps(large).encode()
+    sent: list[float] = []
+    headers = {"content-length": str(len(raw))}
+    answer = asyncio.run(_through(app, "/v1/messages", _in_parts(raw, 4, sent), headers))
+    _settled()
+    assert answer.status_code == 200 and SEEN[-1].content == raw
+    assert STARTED[-1] < sent[0]  # begun before the client had sent it all
+    assert 'outcome="released"} 1' in app.observers.metrics.render()

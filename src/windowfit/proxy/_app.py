@@ -176,6 +176,10 @@ class ProxyApp:
         self.refits = 0
         #: Requests whose client left before the answer was complete.
         self.disconnects = 0
+        #: The model of the last request fitted on each route: the guess for a body
+        #: whose first chunk does not name one (the Python SDKs write fields in
+        #: alphabetical order, ``model`` after ``messages``).
+        self._last_model: dict[str, str] = {}
 
     async def aclose(self) -> None:
         """Close the upstream connections (at shutdown; tests that drive the app)."""
@@ -281,8 +285,10 @@ class ProxyApp:
         url = self._url(scope, upstream)
         headers = [*request_headers(scope["headers"]), (b"content-length", str(length).encode())]
 
+        path: str = scope["path"]
+
         def wanted(first: bytes) -> bool:
-            model = leading_model(first)
+            model = leading_model(first) or self._last_model.get(path)
             budget = self.fitter.likely_budget(model) if model else None
             return budget is not None and length <= budget * EARLY_BYTES_PER_TOKEN
 
@@ -314,6 +320,11 @@ class ProxyApp:
                 await early.abandon()
             raise
         outcome.fitted = fitted
+        model = fitted.parts.model if fitted.parts is not None else None
+        if model:
+            if len(self._last_model) >= 64 and scope["path"] not in self._last_model:
+                self._last_model.clear()  # bounded: Gemini's routes name their models
+            self._last_model[scope["path"]] = model
         if early is not None and early.answer is None:
             early = None  # it was not started: the body goes as a whole
         if early is not None:

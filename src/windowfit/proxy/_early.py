@@ -16,9 +16,11 @@ of it stops short by at least the last chunk, and an HTTP server does not act on
 request whose declared length never arrived.
 
 An abandoned request costs the upload of most of a body for nothing, so it is started
-only where fitting will most likely leave the body as it is: the body's first chunk
-names its model at the very start (as the SDKs and agents write it), and the declared
-length is at most :data:`EARLY_BYTES_PER_TOKEN` bytes per token of that model's budget
+only where fitting will most likely leave the body as it is: the model is known (named
+as the body's first field, as Claude Code and the benchmark write it; else the model of
+the route's last fitted request, since the Python SDKs write ``model`` after
+``messages``), and the declared length is at most :data:`EARLY_BYTES_PER_TOKEN` bytes
+per token of that model's budget
 (JSON of prose and code runs at about 4 bytes per token; a conversation being fitted is
 beyond its budget, most often far beyond). Anything else is received whole first, as
 before.
