@@ -13,6 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import accumulate, islice
 
 from .formats import FormatSpec
 from .formats._facts import Facts
@@ -107,6 +108,48 @@ class Fold:
                     _Result(i, call_id, tokens, tokens - cleared, tokens >= ratio * cleared)
                 )
                 self.result_msgs.append(i)
+
+    def extend(self, facts: Sequence[Facts]) -> None:
+        """:meth:`add` every message of ``facts`` after those already added, in one loop
+        (the same arrays; a cold fit adds thousands of messages, and per-message method
+        calls and attribute look-ups cost more than the work itself)."""
+        start = len(self.sizes)
+        if start >= len(facts):
+            return
+        if self.first < 0 or self.head_end == start:
+            # The head is still open (no first message yet, or results answering it may
+            # follow): add message by message until it closes.
+            while start < len(facts) and (self.first < 0 or self.head_end == start):
+                self.add(facts[start])
+                start += 1
+            if start >= len(facts):
+                return
+        new = facts[start:]
+        self.facts.extend(new)
+        sizes = [f.tokens for f in new]
+        self.sizes.extend(sizes)
+        self.prefix.extend(islice(accumulate(sizes, initial=self.prefix[-1]), 1, None))
+        item_rounds, assistant_role = self.spec.item_rounds, self.spec.assistant_role
+        assistants, turn_starts = self.assistants, self.turn_starts
+        ratio = self.settings.min_clear_ratio
+        results, result_msgs = self.results, self.result_msgs
+        before = self.facts[start - 1].role
+        i = start
+        for f in new:
+            role = f.role
+            continues = item_rounds and role == "assistant" and before == "assistant"
+            if role == assistant_role and not continues:
+                assistants.append(i)
+            elif f.user_input:
+                turn_starts.append(i)
+            if f.results:
+                for call_id, tokens, cleared in f.results:
+                    results.append(
+                        _Result(i, call_id, tokens, tokens - cleared, tokens >= ratio * cleared)
+                    )
+                    result_msgs.append(i)
+            before = role
+            i += 1
 
     def approximate_bytes(self) -> int:
         """What this fold keeps, roughly, for the :class:`~windowfit.Fitter`'s memory bound

@@ -224,11 +224,10 @@ class Fitter:
         rule.opened = checked.opened
         rule.last_role = checked.last_role
         fold = checked.fold
-        for i in range(len(fold.facts), len(facts)):
-            problem = rule.add(i, facts[i])
-            if problem is not None:
-                raise _error(problem, spec, messages)
-            fold.add(facts[i])
+        problem = rule.add_all(facts, len(fold.facts))
+        if problem is not None:
+            raise _error(problem, spec, messages)
+        fold.extend(facts)
         checked.open_calls = dict(rule.open_calls)
         checked.opened = rule.opened
         checked.last_role = rule.last_role
