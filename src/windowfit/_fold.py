@@ -269,6 +269,41 @@ class Fold:
             return State(n_clearable, state.cut, exhausted=True)
         return self._cut(state, upto, n_clearable)
 
+    def fold_points(self, points: Sequence[int]) -> None:
+        """Fold ``state`` over the request points ``points`` (increasing, after those
+        folded already): at each, :meth:`step`, keeping the decision unless the request
+        could not be sent.
+
+        A decision that fits at one point stays while it fits, and under one decision
+        the request only grows with ``upto`` (its cleared results lie before the point
+        where it was taken, so what clearing saves stays the same). So the points where
+        it still fits are found by bisection and skipped: stepping there would change
+        nothing, and the protected tail, which depends only on the point it is advanced
+        to, is advanced at the next point stepped. (Keep-window clearing changes the
+        decision at points where it fits, so with ``clear_trigger`` every point is
+        stepped.)"""
+        skip = self.settings.clear_trigger is None and self.head_end >= 0
+        budget = self.budget
+        k, n = 0, len(points)
+        while k < n:
+            state = self.state
+            if skip and not state.failed:
+                cleared, cut, size = state.cleared, state.cut, self.size
+                lo, hi = k, n
+                while lo < hi:  # the first point where the decision no longer fits
+                    mid = (lo + hi) // 2
+                    if size(cleared, cut, points[mid]) <= budget:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                k = lo
+                if k == n:
+                    break
+            decided = self.step(state, points[k])
+            if not decided.failed:  # a request that could not be sent decides nothing
+                self.state = decided
+            k += 1
+
     def _cut(self, state: State, upto: int, cleared: int) -> State:
         low = self._low_water(self.settings.cut_low_water, cut=True)
         start = max(state.cut, self.head_end + 1)

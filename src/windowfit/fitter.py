@@ -252,10 +252,7 @@ class Fitter:
         tokens_before = fold.fixed + fold.prefix[n]
         if not settings.stateless:
             points = fold.assistants[bisect_left(fold.assistants, fold.committed) :]
-            for point in points:
-                decided = fold.step(fold.state, point)
-                if not decided.failed:  # a request that could not be sent decides nothing
-                    fold.state = decided
+            fold.fold_points(points)
             fold.committed = max(fold.committed, points[-1] + 1 if points else 0)
         # The current request is not committed: a later call may see more messages after
         # it that make it no request point at all, so the protection state is restored.
