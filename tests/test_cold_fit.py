@@ -119,3 +119,31 @@ def test_memo_answers_only_for_an_equal_text(middle: str) -> None:
     assert copy is not other
     assert sizer.text(copy) == len(other) + other.count("x")
     assert estimator.calls == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    conversations(),
+    st.integers(200, 30_000),
+    st.sampled_from([FitSettings(), FitSettings(keep_results=2), FitSettings(clear_trigger=0.5)]),
+)
+def test_fold_points_is_a_step_at_every_point(conv: Any, budget: int, fitting: FitSettings) -> None:
+    fmt, messages = conv
+    facts = _facts(fmt, messages)
+    spec = get_format(fmt)
+    stepped, skipped = Fold(budget, fitting, 10, 30, spec), Fold(budget, fitting, 10, 30, spec)
+    stepped.extend(facts)
+    skipped.extend(facts)
+    states = []
+    for point in stepped.assistants:
+        decided = stepped.step(stepped.state, point)
+        if not decided.failed:
+            stepped.state = decided
+        states.append(stepped.state)
+    half = len(skipped.assistants) // 2
+    skipped.fold_points(skipped.assistants[:half])  # in two calls, as a growing conversation
+    assert skipped.state == (states[half - 1] if half else stepped.state.__class__())
+    skipped.fold_points(skipped.assistants[half:])
+    assert skipped.state == stepped.state
+    end = len(facts)
+    assert skipped.step(skipped.state, end) == stepped.step(stepped.state, end)
