@@ -42,7 +42,7 @@ __all__ = [
 _MEMO_MIN_CHARS = 256
 
 #: How many characters at each end of a long text go into its memo key (see
-#: :meth:`Sizer._remembered`).
+#: :meth:`Sizer._make_text`).
 _KEY_CHARS = 48
 
 #: :meth:`Sizer.tokens` remembers this many sizes (two ints each, about 10 MB in all).
@@ -125,30 +125,26 @@ class Sizer:
                 return tokens
             if cheap and text.isascii():
                 return estimate(text)
-            return self._remembered(text)
+            # A long text: from the memo, or counted and put there. The key is the text's
+            # length, its first and last characters and the estimator, and an entry holds
+            # the text itself: a hit is a text equal to the one given (compared at memory
+            # speed), never one that merely shares the key. Hashing the whole text instead
+            # would read every character once more per call, about a tenth of what
+            # counting it costs. (Inline, with its names bound once: on first sight every
+            # lookup misses, and a cold fit makes one for every long text.)
+            key = (estimator_id, size, text[:_KEY_CHARS], text[-_KEY_CHARS:])
+            with lock:
+                hit = get(key)
+            if hit is not None and hit[0] is estimator and hit[1] == text:
+                return int(hit[2])
+            tokens = estimate(text)
+            with lock:
+                put(key, (estimator, text, tokens), getsizeof(text) + 200)
+            return tokens
 
+        estimator, estimator_id, getsizeof = self.estimator, id(self.estimator), sys.getsizeof
+        lock, get, put = memo.lock, memo.get, memo.put
         return text
-
-    def _remembered(self, text: str) -> int:
-        """The count of a long text, from the memo or counted and put there.
-
-        The memo's key is the text's length, its first and last characters and the
-        estimator, and an entry holds the text itself: a hit is a text equal to the one
-        given (compared, at memory speed), never one that merely shares the key. Hashing
-        the whole text instead would read every character of every long text once more
-        per call, at about a tenth of what counting it costs."""
-        memo = self.text_memo
-        assert memo is not None
-        estimator = self.estimator
-        key = (id(estimator), len(text), text[:_KEY_CHARS], text[-_KEY_CHARS:])
-        with memo.lock:
-            hit = memo.get(key)
-        if hit is not None and hit[0] is estimator and hit[1] == text:
-            return int(hit[2])
-        tokens = estimator.estimate(text)
-        with memo.lock:
-            memo.put(key, (estimator, text, tokens), sys.getsizeof(text) + 200)
-        return tokens
 
     def block(self, block: Block) -> int:
         if isinstance(block, Text):
