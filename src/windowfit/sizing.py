@@ -45,6 +45,10 @@ _MEMO_MIN_CHARS = 256
 #: :meth:`Sizer._make_text`).
 _KEY_CHARS = 48
 
+#: What a memo entry holds besides the text: the key's tuple and its two slices (at most
+#: 48 characters each, up to 4 bytes a character), the value's tuple, the dict's slot.
+_ENTRY_BYTES = 2 * (80 + 4 * _KEY_CHARS) + 200
+
 #: :meth:`Sizer.tokens` remembers this many sizes (two ints each, about 10 MB in all).
 _MEMO_LIMIT = 65_536
 
@@ -139,7 +143,7 @@ class Sizer:
                 return int(hit[2])
             tokens = estimate(text)
             with lock:
-                put(key, (estimator, text, tokens), getsizeof(text) + 200)
+                put(key, (estimator, text, tokens), getsizeof(text) + _ENTRY_BYTES)
             return tokens
 
         estimator, estimator_id, getsizeof = self.estimator, id(self.estimator), sys.getsizeof
