@@ -13,6 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import accumulate, islice
 
 from .formats import FormatSpec
 from .formats._facts import Facts
@@ -107,6 +108,48 @@ class Fold:
                     _Result(i, call_id, tokens, tokens - cleared, tokens >= ratio * cleared)
                 )
                 self.result_msgs.append(i)
+
+    def extend(self, facts: Sequence[Facts]) -> None:
+        """:meth:`add` every message of ``facts`` after those already added, in one loop
+        (the same arrays; a cold fit adds thousands of messages, and per-message method
+        calls and attribute look-ups cost more than the work itself)."""
+        start = len(self.sizes)
+        if start >= len(facts):
+            return
+        if self.first < 0 or self.head_end == start:
+            # The head is still open (no first message yet, or results answering it may
+            # follow): add message by message until it closes.
+            while start < len(facts) and (self.first < 0 or self.head_end == start):
+                self.add(facts[start])
+                start += 1
+            if start >= len(facts):
+                return
+        new = facts[start:]
+        self.facts.extend(new)
+        sizes = [f.tokens for f in new]
+        self.sizes.extend(sizes)
+        self.prefix.extend(islice(accumulate(sizes, initial=self.prefix[-1]), 1, None))
+        item_rounds, assistant_role = self.spec.item_rounds, self.spec.assistant_role
+        assistants, turn_starts = self.assistants, self.turn_starts
+        ratio = self.settings.min_clear_ratio
+        results, result_msgs = self.results, self.result_msgs
+        before = self.facts[start - 1].role
+        i = start
+        for f in new:
+            role = f.role
+            continues = item_rounds and role == "assistant" and before == "assistant"
+            if role == assistant_role and not continues:
+                assistants.append(i)
+            elif f.user_input:
+                turn_starts.append(i)
+            if f.results:
+                for call_id, tokens, cleared in f.results:
+                    results.append(
+                        _Result(i, call_id, tokens, tokens - cleared, tokens >= ratio * cleared)
+                    )
+                    result_msgs.append(i)
+            before = role
+            i += 1
 
     def approximate_bytes(self) -> int:
         """What this fold keeps, roughly, for the :class:`~windowfit.Fitter`'s memory bound
@@ -225,6 +268,41 @@ class Fold:
         if once and self.size(n_clearable, state.cut, upto) <= budget:
             return State(n_clearable, state.cut, exhausted=True)
         return self._cut(state, upto, n_clearable)
+
+    def fold_points(self, points: Sequence[int]) -> None:
+        """Fold ``state`` over the request points ``points`` (increasing, after those
+        folded already): at each, :meth:`step`, keeping the decision unless the request
+        could not be sent.
+
+        A decision that fits at one point stays while it fits, and under one decision
+        the request only grows with ``upto`` (its cleared results lie before the point
+        where it was taken, so what clearing saves stays the same). So the points where
+        it still fits are found by bisection and skipped: stepping there would change
+        nothing, and the protected tail, which depends only on the point it is advanced
+        to, is advanced at the next point stepped. (Keep-window clearing changes the
+        decision at points where it fits, so with ``clear_trigger`` every point is
+        stepped.)"""
+        skip = self.settings.clear_trigger is None and self.head_end >= 0
+        budget = self.budget
+        k, n = 0, len(points)
+        while k < n:
+            state = self.state
+            if skip and not state.failed:
+                cleared, cut, size = state.cleared, state.cut, self.size
+                lo, hi = k, n
+                while lo < hi:  # the first point where the decision no longer fits
+                    mid = (lo + hi) // 2
+                    if size(cleared, cut, points[mid]) <= budget:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                k = lo
+                if k == n:
+                    break
+            decided = self.step(state, points[k])
+            if not decided.failed:  # a request that could not be sent decides nothing
+                self.state = decided
+            k += 1
 
     def _cut(self, state: State, upto: int, cleared: int) -> State:
         low = self._low_water(self.settings.cut_low_water, cut=True)

@@ -224,11 +224,10 @@ class Fitter:
         rule.opened = checked.opened
         rule.last_role = checked.last_role
         fold = checked.fold
-        for i in range(len(fold.facts), len(facts)):
-            problem = rule.add(i, facts[i])
-            if problem is not None:
-                raise _error(problem, spec, messages)
-            fold.add(facts[i])
+        problem = rule.add_all(facts, len(fold.facts))
+        if problem is not None:
+            raise _error(problem, spec, messages)
+        fold.extend(facts)
         checked.open_calls = dict(rule.open_calls)
         checked.opened = rule.opened
         checked.last_role = rule.last_role
@@ -253,10 +252,7 @@ class Fitter:
         tokens_before = fold.fixed + fold.prefix[n]
         if not settings.stateless:
             points = fold.assistants[bisect_left(fold.assistants, fold.committed) :]
-            for point in points:
-                decided = fold.step(fold.state, point)
-                if not decided.failed:  # a request that could not be sent decides nothing
-                    fold.state = decided
+            fold.fold_points(points)
             fold.committed = max(fold.committed, points[-1] + 1 if points else 0)
         # The current request is not committed: a later call may see more messages after
         # it that make it no request point at all, so the protection state is restored.

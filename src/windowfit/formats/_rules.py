@@ -67,6 +67,22 @@ class PairingRule:
         """The first problem message ``i`` reveals, or ``None``."""
         return self.check(i, facts.role, facts.calls, [r[0] for r in facts.results], facts.carrier)
 
+    def add_all(self, facts: Sequence[Facts], start: int = 0) -> Problem | None:
+        """:meth:`add` for ``facts[start:]`` in order (message ``i`` is ``facts[i]``): the
+        first problem, or ``None``. A message that neither makes nor answers calls, after
+        the opening and with no call open, cannot break the rule: only its role is noted
+        (most of a conversation; :meth:`check` judges every other message)."""
+        check = self.check
+        for i in range(start, len(facts)):
+            f = facts[i]
+            if self.opened and not self.open_calls and not f.calls and not f.results:
+                self.last_role = f.role
+                continue
+            problem = check(i, f.role, f.calls, [r[0] for r in f.results], f.carrier)
+            if problem is not None:
+                return problem
+        return None
+
     def check(
         self,
         i: int,

@@ -369,7 +369,13 @@ def _result_size(block: Mapping[str, Any], index: int, k: int, counts: Counts) -
             field=f"{where}.content",
         )
     n = TOOL_OVERHEAD
+    text_size = counts.text
     for j, part in enumerate(inner):
+        if type(part) is dict and part.get("type") == "text":  # the common case, inline
+            text = part.get("text")
+            if type(text) is str:
+                n += BLOCK_OVERHEAD + text_size(text)
+                continue
         here = f"{where}.content[{j}]"
         if type(part) is not dict and not isinstance(part, Mapping):
             raise ConversationError(
