@@ -245,8 +245,7 @@ CHARACTER_CLASSES: tuple[CharacterClass, ...] = (
     CharacterClass(
         "other_scripts",
         "Myanmar, Georgian, Hangul Jamo, Ethiopic, Khmer, Mongolian, Vietnamese and "
-        "polytonic Greek letters (U+1000-1FFF)",
-        measured=False,
+        "polytonic Greek letters (U+1000-1FFF; measured on generated words only)",
     ),
     CharacterClass(
         "symbols", "general punctuation, arrows, math, box drawing, dingbats (U+2000-2FFF)"
@@ -263,9 +262,10 @@ CHARACTER_CLASSES: tuple[CharacterClass, ...] = (
 _CLASS_NAMES = tuple(c.name for c in CHARACTER_CLASSES)
 _NAME_OF_CLASS = dict(zip(range(_LOWER, _OTHER + 1), _CLASS_NAMES, strict=True))
 
-#: Tokens per character of the classes no measured text holds: as much as one pair weight
-#: holds (255/128), above every measured script's rate (0.25-1.5 on the texts measured).
-UNMEASURED_RATE = 255 / WEIGHT_UNIT
+#: Tokens per character of the classes no text measures (private use, planes 4-16): the
+#: safe bound of byte-level BPE, which never needs more tokens than UTF-8 bytes (at most
+#: 4 per character). More than one pair weight holds: the rest is a class extra.
+UNMEASURED_RATE = 4.0
 UNMEASURED_RATES: Mapping[str, float] = MappingProxyType(
     {c.name: UNMEASURED_RATE for c in CHARACTER_CLASSES if not c.measured}
 )
@@ -273,6 +273,16 @@ UNMEASURED_RATES: Mapping[str, float] = MappingProxyType(
 # ----------------------------------------------------------------------------------------
 # Parameters: what each pair of classes costs
 # ----------------------------------------------------------------------------------------
+
+#: Runs the pair model cannot see by itself: a pair looks one character back, so a long
+#: English word and a string of random letters cost the same per letter. Every whole
+#: ``LOWER_RUN`` lowercase letters in a row (``bytes.count`` of the class byte repeated,
+#: non-overlapping: a run of ``n`` counts ``n // LOWER_RUN``) and every whole
+#: ``PUNCT_RUN`` punctuation characters in a row add their own weight. Words of English
+#: (and most identifiers) are shorter than 16 letters; random letters, hashes in letters,
+#: and long runs of symbols are not.
+LOWER_RUN = 16
+PUNCT_RUN = 4
 
 #: The parameters of a profile, in tokens per occurrence. The character classes count
 #: per character; the others per occurrence of the pair they describe.
@@ -290,8 +300,19 @@ PARAMETERS: Mapping[str, str] = MappingProxyType(
         "blank_line": "a newline after whitespace",
         "after_script": "an ASCII letter, digit or punctuation right after a non-ASCII character",
         "script_word": "a non-ASCII character after whitespace, punctuation, a digit or the start",
+        "lower_run": (
+            f"every {LOWER_RUN} lowercase ASCII letters in a row (a long run of letters that is "
+            "not a word, such as an identifier or random letters, splits into short tokens)"
+        ),
+        "punct_long": (
+            f"every {PUNCT_RUN} ASCII punctuation characters in a row (random punctuation "
+            "takes about a token per character or two)"
+        ),
     }
 )
+
+#: The parameters counted per run, not per pair (see :data:`LOWER_RUN`).
+RUN_PARAMETERS: tuple[str, ...] = ("lower_run", "punct_long")
 
 
 @dataclass(frozen=True)
@@ -447,14 +468,33 @@ def pair_code_counts(text: str) -> Counter[int]:
     return counts
 
 
-def parameter_counts(codes: Mapping[int, int]) -> dict[str, int]:
+def parameter_counts(codes: Mapping[int, int], text: str | None = None) -> dict[str, int]:
     """How often each parameter of :data:`PARAMETERS` occurs, from pair-code counts:
-    characters for the character classes, pairs for the others."""
+    characters for the character classes, pairs for the others; with ``text``, the runs
+    of :data:`RUN_PARAMETERS` too (else 0)."""
     counts = dict.fromkeys(PARAMETERS, 0)
     for code, n in codes.items():
         for name in _ROLES[code].parameters:
             counts[name] += n
+    if text:
+        counts.update(run_counts(text))
     return counts
+
+
+#: The class bytes of a lowercase letter and of punctuation (after ``_CLASS_TABLE``).
+_LOWER_CODE = _CLASS_TABLE[ord("a")]
+_PUNCT_CODE = _CLASS_TABLE[ord("!")]
+
+
+def run_counts(text: str, lower_run: int = LOWER_RUN, punct_run: int = PUNCT_RUN) -> dict[str, int]:
+    """The runs of :data:`RUN_PARAMETERS` in ``text``: whole ``lower_run`` lowercase
+    letters and whole ``punct_run`` punctuation characters in a row (other lengths are
+    for the calibration's choice of them)."""
+    classes = _classes(text) if text else b""
+    return {
+        "lower_run": classes.count(bytes([_LOWER_CODE]) * lower_run),
+        "punct_long": classes.count(bytes([_PUNCT_CODE]) * punct_run),
+    }
 
 
 # ----------------------------------------------------------------------------------------
@@ -463,23 +503,36 @@ def parameter_counts(codes: Mapping[int, int]) -> dict[str, int]:
 
 _CAP = 255
 
+#: The non-ASCII classes, by name, and the class byte that stands for each after
+#: translate (one per class: a non-ASCII character's group is always the script group).
+_SCRIPT_CODES: Mapping[str, int] = MappingProxyType(
+    {_NAME_OF_CLASS[cls]: cls << 3 | _G_SCRIPT for cls in range(_LATIN, _OTHER + 1)}
+)
 
-def _emoji_extra(rates: Mapping[str, float]) -> float:
-    """What an emoji's heaviest pair cannot hold, in tokens: counted per emoji apart."""
-    heaviest = max(
-        sum(rates.get(name, 0.0) for name in _ROLES[_EMOJI << 3 | prev].parameters)
-        for prev in range(8)
-    )
-    return max(0.0, heaviest - _CAP / WEIGHT_UNIT)
+
+def _class_extras(rates: Mapping[str, float]) -> dict[str, float]:
+    """What the heaviest pair of each non-ASCII class cannot hold (more than 255/128
+    tokens: emoji, and the safe bound of the classes no text measures), in tokens per
+    character: counted per character apart."""
+    extras = {}
+    for name, code in _SCRIPT_CODES.items():
+        heaviest = max(
+            sum(rates.get(p, 0.0) for p in _ROLES[code & 0xF8 | prev].parameters)
+            for prev in range(8)
+        )
+        if heaviest > _CAP / WEIGHT_UNIT:
+            extras[name] = heaviest - _CAP / WEIGHT_UNIT
+    return extras
 
 
 def _build_table(rates: Mapping[str, float]) -> bytes:
-    """Pair weights in 1/WEIGHT_UNIT tokens, at most 255 each (an emoji's excess is
-    counted apart, see :func:`_emoji_extra`)."""
-    extra = _emoji_extra(rates) * WEIGHT_UNIT
+    """Pair weights in 1/WEIGHT_UNIT tokens, at most 255 each (what a heavy class's
+    pairs cannot hold is counted apart, see :func:`_class_extras`)."""
     units = [WEIGHT_UNIT * sum(rates.get(name, 0.0) for name in role.parameters) for role in _ROLES]
-    for prev in range(8):
-        units[_EMOJI << 3 | prev] -= extra
+    for name, extra in _class_extras(rates).items():
+        code = _SCRIPT_CODES[name]
+        for prev in range(8):
+            units[code & 0xF8 | prev] -= extra * WEIGHT_UNIT
     return bytes(max(0, min(_CAP, round(u))) for u in units)
 
 
@@ -488,8 +541,8 @@ class Profile:
     """Per-family rates: ``rates`` maps names of :data:`PARAMETERS` to tokens per
     occurrence; ``framing`` is added once per non-empty text (see the module docstring);
     ``fitted_on`` says what the numbers were fitted on. ``table`` (the pair weights) and
-    ``emoji_extra`` (what an emoji costs beyond what one pair weight holds, counted per
-    emoji apart) are derived from the rates unless given."""
+    ``extras`` (what a character of a heavy class costs beyond what one pair weight
+    holds, counted per character apart) are derived from the rates unless given."""
 
     family: str
     description: str
@@ -497,7 +550,7 @@ class Profile:
     framing: float = 0.0
     fitted_on: str = ""
     table: bytes = field(default=b"", repr=False, compare=False)
-    emoji_extra: float | None = None
+    extras: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.rates) - set(PARAMETERS)
@@ -512,8 +565,15 @@ class Profile:
             object.__setattr__(self, "table", _build_table(self.rates))
         elif len(self.table) != 256:
             raise SettingsError("a profile table has 256 weights")
-        if self.emoji_extra is None:
-            object.__setattr__(self, "emoji_extra", _emoji_extra(self.rates))
+        extras = _class_extras(self.rates) if self.extras is None else dict(self.extras)
+        if set(extras) - set(_SCRIPT_CODES):
+            raise SettingsError("extras are for the non-ASCII character classes")
+        object.__setattr__(self, "extras", MappingProxyType(extras))
+
+    @property
+    def emoji_extra(self) -> float:
+        """What an emoji costs beyond what one pair weight holds (see ``extras``)."""
+        return (self.extras or {}).get("emoji", 0.0)
 
 
 @dataclass(frozen=True)
@@ -526,7 +586,15 @@ class ClassEstimate:
     tokens: float
 
 
-_EMOJI_CODE = _CLASS_TABLE[0xF0]  # the byte that stands for an emoji after translate
+_LOWER_RUN_BYTES = bytes([_CLASS_TABLE[ord("a")]]) * LOWER_RUN
+_PUNCT_RUN_BYTES = bytes([_CLASS_TABLE[ord("!")]]) * PUNCT_RUN
+#: The UTF-8 lead bytes of each non-ASCII class (a class is absent when none is there).
+_LEADS_OF: Mapping[str, tuple[bytes, ...]] = MappingProxyType(
+    {
+        name: tuple(bytes([b]) for b in range(0xC0, 0x100) if _CLASS_TABLE[b] == code)
+        for name, code in _SCRIPT_CODES.items()
+    }
+)
 
 #: ASCII bytes to their class (1-6, which is also their group); other bytes never meet it.
 _ASCII_CLASSES = bytes(_CLASS_TABLE[b] >> 3 if b < 0x80 else 0 for b in range(256))
@@ -537,34 +605,55 @@ _ASCII_PAIR_MULTIPLIER = 8 + 256
 
 
 class ProfileEstimator(Estimator):
-    """The estimate of a :class:`Profile`: the sum of the pair weights, an emoji's extra,
-    and the framing, rounded up."""
+    """The estimate of a :class:`Profile`: the sum of the pair weights, the runs' weights
+    and the heavy classes' extras, rounded up. ``estimate(text)`` is the text alone;
+    ``estimate_part(text)`` adds the profile's ``framing`` (what the provider wraps around
+    every text part of a request), and is what :mod:`windowfit.sizing` counts messages
+    with (see :func:`windowfit.tokens.part_counter`)."""
 
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
         self.name = f"profile:{profile.family}"
         self.family = profile.family
+        self.framing = profile.framing
         self._table = profile.table
-        self._framing = profile.framing
-        self._emoji_units = round((profile.emoji_extra or 0.0) * WEIGHT_UNIT)
+        rates = profile.rates
+        self._lower_units = round(rates.get("lower_run", 0.0) * WEIGHT_UNIT)
+        self._punct_units = round(rates.get("punct_long", 0.0) * WEIGHT_UNIT)
+        #: (class byte, lead bytes that hold it, extra units per character)
+        self._extras = tuple(
+            (_SCRIPT_CODES[name], _LEADS_OF[name], round(extra * WEIGHT_UNIT))
+            for name, extra in (profile.extras or {}).items()
+            if round(extra * WEIGHT_UNIT) > 0
+        )
         # The padding byte after the last pair is a code of class 0 (it never occurs):
         # every table _build_table makes weighs those codes 0. A table given by hand that
         # does not is summed the slow way, which leaves the padding out.
         self._padding_free = not any(profile.table[:8])
         self._high, self._low = _nibble_tables(profile.table)
         if type(self).estimate is ProfileEstimator.estimate:  # (a subclass keeps its own)
-            self.estimate = self._make_estimate()  # type: ignore[method-assign,assignment]
+            self.estimate = self._make_estimate(0.0)  # type: ignore[method-assign,assignment]
+            self.estimate_part = self._make_estimate(  # type: ignore[method-assign,assignment]
+                self.framing
+            )
 
-    def _make_estimate(self) -> Callable[[str], int]:
-        """``estimate`` as a closure over the profile's numbers: most texts a fit counts
-        are short, and for them looking up attributes and globals costs as much as the
-        C passes do."""
-        table, framing, general = self._table, self._framing, self._estimate_any
+    def _make_estimate(self, framing: float) -> Callable[[str], int]:
+        """``estimate`` (or, with the profile's framing, ``estimate_part``) as a closure
+        over the profile's numbers: most texts a fit counts are short, and for them
+        looking up attributes and globals costs as much as the C passes do."""
+        estimate_any = self._estimate_any
+
+        def general(text: str) -> int:
+            return estimate_any(text, framing)
+
         if not self._padding_free:
             return general
-        high, low = self._high, self._low
+        table, high, low = self._table, self._high, self._low
         ascii_classes, multiplier = _ASCII_CLASSES, _ASCII_PAIR_MULTIPLIER
         adler32, from_bytes, ceil, nibble_sum = zlib.adler32, int.from_bytes, math.ceil, _nibble_sum
+        lower_units, punct_units = self._lower_units, self._punct_units
+        lower_run = bytes([_ASCII_CLASSES[ord("a")]]) * LOWER_RUN
+        punct_run = bytes([_ASCII_CLASSES[ord("!")]]) * PUNCT_RUN
 
         def estimate(text: str) -> int:
             if not text.isascii():
@@ -574,13 +663,16 @@ class ProfileEstimator(Estimator):
                 return 0
             # ASCII: a character's group is its class, so its pair code (class << 3 |
             # group before) is 8 * class + class before, the bytes of one product.
-            pairs = (
-                from_bytes(text.encode().translate(ascii_classes), "little") * multiplier
-            ).to_bytes(size + 1, "little")
+            classes = text.encode().translate(ascii_classes)
+            pairs = (from_bytes(classes, "little") * multiplier).to_bytes(size + 1, "little")
             if size <= _SHORT:
                 units = (adler32(pairs.translate(table)) & 0xFFFF) - 1
             else:
                 units = nibble_sum(pairs, 0, size + 1, high, low)  # padding weighs 0
+            if size >= PUNCT_RUN:
+                units += punct_units * classes.count(punct_run)
+                if size >= LOWER_RUN:
+                    units += lower_units * classes.count(lower_run)
             return ceil(units / WEIGHT_UNIT + framing)
 
         return estimate
@@ -589,7 +681,11 @@ class ProfileEstimator(Estimator):
         # (replaced per instance by the closure _make_estimate builds; kept for the type)
         return self._estimate_any(text)
 
-    def _estimate_any(self, text: str) -> int:
+    def estimate_part(self, text: str) -> int:
+        # (replaced per instance like estimate)
+        return self._estimate_any(text, self.framing)
+
+    def _estimate_any(self, text: str, framing: float = 0.0) -> int:
         """The estimate of any text: UTF-8 bytes to classes to pairs to weights."""
         if not text:
             return 0
@@ -608,14 +704,20 @@ class ProfileEstimator(Estimator):
             units = (zlib.adler32(pairs.translate(self._table)) & 0xFFFF) - 1
         else:
             units = _weighted_units(classes, self._high, self._low)
-        if self._emoji_units and b"\xf0" in data:
-            units += self._emoji_units * classes.count(_EMOJI_CODE)
-        return math.ceil(units / WEIGHT_UNIT + self._framing)
+        if size >= PUNCT_RUN:
+            units += self._punct_units * classes.count(_PUNCT_RUN_BYTES)
+            if size >= LOWER_RUN:
+                units += self._lower_units * classes.count(_LOWER_RUN_BYTES)
+        for code, leads, extra in self._extras:
+            if any(lead in data for lead in leads):
+                units += extra * classes.count(code)
+        return math.ceil(units / WEIGHT_UNIT + framing)
 
     def by_class(self, text: str) -> list[ClassEstimate]:
         """The estimate of ``text`` split by character class (every class, in the order
-        of :data:`CHARACTER_CLASSES`, then ``framing``); the tokens add up to
-        :meth:`estimate` before rounding up. Slower than :meth:`estimate`."""
+        of :data:`CHARACTER_CLASSES`, then ``framing``, which is 0: the framing is added
+        per text part where messages are counted); the tokens add up to :meth:`estimate`
+        before rounding up. Slower than :meth:`estimate`."""
         chars = dict.fromkeys(_CLASS_NAMES, 0)
         units = dict.fromkeys(_CLASS_NAMES, 0)
         for code, n in pair_code_counts(text).items():
@@ -623,11 +725,15 @@ class ProfileEstimator(Estimator):
             if owner is not None:
                 chars[owner] += n
                 units[owner] += n * self._table[code]
-        units["emoji"] += chars["emoji"] * self._emoji_units
+        runs = run_counts(text)
+        units["lower"] += runs["lower_run"] * self._lower_units
+        units["punct"] += runs["punct_long"] * self._punct_units
+        for code, _, extra in self._extras:
+            units[_NAME_OF_CLASS[code >> 3]] += chars[_NAME_OF_CLASS[code >> 3]] * extra
         rows = [
             ClassEstimate(name, chars[name], units[name] / WEIGHT_UNIT) for name in _CLASS_NAMES
         ]
-        rows.append(ClassEstimate("framing", 1 if text else 0, self._framing if text else 0.0))
+        rows.append(ClassEstimate("framing", 1 if text else 0, 0.0))
         return rows
 
 
@@ -635,6 +741,10 @@ def _conservative(profiles: Iterable[Profile]) -> Profile:
     members = list(profiles)
     table = bytes(max(p.table[code] for p in members) for code in range(256))
     rates = {name: max(p.rates.get(name, 0.0) for p in members) for name in PARAMETERS}
+    extras = {
+        name: max((p.extras or {}).get(name, 0.0) for p in members)
+        for name in {name for p in members for name in p.extras or {}}
+    }
     return Profile(
         family="conservative",
         description="never under any other family: the largest weight of each pair",
@@ -642,7 +752,7 @@ def _conservative(profiles: Iterable[Profile]) -> Profile:
         framing=max(p.framing for p in members),
         fitted_on="the largest of " + ", ".join(p.family for p in members),
         table=table,
-        emoji_extra=max(p.emoji_extra or 0.0 for p in members),
+        extras=extras,
     )
 
 
