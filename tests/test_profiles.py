@@ -23,13 +23,13 @@ from windowfit.profiles import (
     CHARACTER_CLASSES,
     FAMILIES,
     PARAMETERS,
+    RUN_PARAMETERS,
     WEIGHT_UNIT,
     Profile,
     ProfileEstimator,
     estimator_for,
     family_for_model,
     get_profile,
-    RUN_PARAMETERS,
     pair_code_counts,
     parameter_counts,
     run_counts,
@@ -265,7 +265,7 @@ def _by_hand(estimator: ProfileEstimator, text: str, framing: float = 0.0) -> in
         units += round(profile.rates[name] * WEIGHT_UNIT) * counts[name]
     for name, extra in (profile.extras or {}).items():
         units += round(extra * WEIGHT_UNIT) * counts[name]
-    return math.ceil(units / WEIGHT_UNIT + framing) if text else 0
+    return max(1, math.ceil(units / WEIGHT_UNIT + framing)) if text else 0
 
 
 @pytest.mark.parametrize(

@@ -673,7 +673,7 @@ class ProfileEstimator(Estimator):
                 units += punct_units * classes.count(punct_run)
                 if size >= LOWER_RUN:
                     units += lower_units * classes.count(lower_run)
-            return ceil(units / WEIGHT_UNIT + framing)
+            return ceil(units / WEIGHT_UNIT + framing) or 1  # a text is one token at least
 
         return estimate
 
@@ -711,7 +711,7 @@ class ProfileEstimator(Estimator):
         for code, leads, extra in self._extras:
             if any(lead in data for lead in leads):
                 units += extra * classes.count(code)
-        return math.ceil(units / WEIGHT_UNIT + framing)
+        return math.ceil(units / WEIGHT_UNIT + framing) or 1
 
     def by_class(self, text: str) -> list[ClassEstimate]:
         """The estimate of ``text`` split by character class (every class, in the order
@@ -768,7 +768,11 @@ _DESCRIPTIONS = {
 def _load_profiles() -> dict[str, Profile]:
     profiles: dict[str, Profile] = {}
     for family, entry in _profile_table.PROFILES.items():
-        rates = {**UNMEASURED_RATES, **entry.rates}
+        # A parameter the table does not have (a table fitted before it existed) costs
+        # nothing, a class the bound of the unmeasured ones.
+        missing = {name: 0.0 for name in PARAMETERS if name not in _CLASS_NAMES}
+        missing.update(dict.fromkeys(_CLASS_NAMES, UNMEASURED_RATE))
+        rates = {**missing, **entry.rates, **UNMEASURED_RATES}
         profiles[family] = Profile(
             family=family,
             description=_DESCRIPTIONS.get(family, family),

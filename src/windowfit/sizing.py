@@ -146,11 +146,7 @@ class Sizer:
         if isinstance(block, ToolResult):
             return self.result(block)
         if isinstance(block, ToolCall):
-            return (
-                TOOL_OVERHEAD
-                + self._estimate(block.name)
-                + self._estimate(block.arguments)
-            )
+            return TOOL_OVERHEAD + self._estimate(block.name) + self._estimate(block.arguments)
         if isinstance(block, Thinking):
             return BLOCK_OVERHEAD + self._estimate(block.text)
         if isinstance(block, Image):
@@ -234,9 +230,7 @@ class Sizer:
             if isinstance(text, str):
                 total += BLOCK_OVERHEAD + self._estimate(text)
             else:
-                total += BLOCK_OVERHEAD + self._estimate(
-                    json_text(block, None, f"system[{k}]")
-                )
+                total += BLOCK_OVERHEAD + self._estimate(json_text(block, None, f"system[{k}]"))
         return total
 
     def tools(self, tools: Sequence[Any] | None) -> int:
@@ -255,9 +249,7 @@ class Sizer:
                     f"a tool definition must be a JSON object, not {describe(tool)}",
                     field=f"tools[{k}]",
                 )
-            total += TOOL_DEFINITION_OVERHEAD + self._estimate(
-                json_text(tool, None, f"tools[{k}]")
-            )
+            total += TOOL_DEFINITION_OVERHEAD + self._estimate(json_text(tool, None, f"tools[{k}]"))
         return total
 
     def messages(self, messages: Sequence[Any], spec: FormatSpec) -> int:
