@@ -458,11 +458,30 @@ FLOORS[_INDEX["emoji"]] = 1.0
 #: (leaving room for the level, at most x1.17, set afterwards).
 FIT_CAP = 1.70
 _ASCII_CLASSES = ("lower", "upper", "digit", "punct", "space", "newline")
+#: The UTF-8 bytes of a character of each non-ASCII class: byte-level BPE never needs more
+#: tokens than bytes, so no pair of the class may cost more (a heavier pair's excess over
+#: what one weight holds is counted per character apart).
+CLASS_BYTES = {
+    "latin": 2,
+    "greek": 2,
+    "cyrillic": 2,
+    "rtl": 2,
+    "indic": 3,
+    "other_scripts": 3,
+    "symbols": 3,
+    "kana": 3,
+    "han": 3,
+    "hangul": 3,
+    "emoji": 4,
+}
 CAPPED = [
-    [_INDEX[name] for name in names if name in _INDEX]
+    (
+        [_INDEX[name] for name in names if name in _INDEX],
+        FIT_CAP if names[0] in _ASCII_CLASSES else float(CLASS_BYTES[names[0]]),
+    )
     for names in PAIR_PARAMETERS
-    if names and names[0] in _ASCII_CLASSES and any(name in _INDEX for name in names)
-]  # a non-ASCII class's pair counts what it cannot hold per character apart
+    if names and names[0] in (*_ASCII_CLASSES, *CLASS_BYTES)
+]
 
 
 @dataclass
@@ -505,7 +524,7 @@ def nnls(gram: Gram, floors: dict[int, float], iterations: int = 400) -> list[fl
     on the normal equations, each step clipped to what the other rates leave."""
     m = len(FITTED)
     matrix, rhs = gram.matrix, gram.rhs
-    caps_of = [[entry for entry in CAPPED if j in entry] for j in range(m)]
+    caps_of = [[entry for entry in CAPPED if j in entry[0]] for j in range(m)]
     rates = [floors.get(j, 0.0) for j in range(m)]
     for _ in range(iterations):
         change = 0.0
@@ -516,7 +535,7 @@ def nnls(gram: Gram, floors: dict[int, float], iterations: int = 400) -> list[fl
             rest = sum(line[k] * rates[k] for k in range(m) if k != j)
             low = floors.get(j, 0.0)
             high = min(
-                (FIT_CAP - sum(rates[k] for k in entry if k != j) for entry in caps_of[j]),
+                (cap - sum(rates[k] for k in entry if k != j) for entry, cap in caps_of[j]),
                 default=math.inf,
             )
             new = min(max(low, (rhs[j] - rest) / line[j]), max(low, high))
@@ -684,7 +703,7 @@ def generated_class_level(
         if n and t.kind in ("gen", "gen-short"):
             rest = linear(rates, t.counts) - rates.get(GENERATED_CLASS, 0.0) * n
             need = max(need, (TEXT_FLOOR * t.real[backend] - rest) / n)
-    return {**rates, GENERATED_CLASS: need}
+    return {**rates, GENERATED_CLASS: min(need, float(CLASS_BYTES[GENERATED_CLASS]))}
 
 
 # ---------------------------------------------------------------------------------------

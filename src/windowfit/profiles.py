@@ -16,9 +16,12 @@ two). That is how the count sees what tokenizers see: a letter after a space sta
 word (most words are one token, the space before a word is free), a digit after a
 non-digit starts a number (and a space before it is a token of its own), a lowercase to
 uppercase step splits ``camelCase``, a run of spaces is an indentation token, a Cyrillic
-letter after a space starts a Cyrillic word. The weights are :data:`PARAMETERS` (tokens
-per occurrence), fitted per family; the estimate is their sum, plus ``framing`` (see
-below), rounded up.
+letter after a space starts a Cyrillic word. A pair cannot see how long a run is, so two
+run terms count what it misses: every whole 16 lowercase letters in a row (a long English
+word is one or two tokens, a string of random letters one per two or three) and every
+whole 4 punctuation characters in a row (``bytes.count`` of the repeated class byte, one
+C pass each). The weights are :data:`PARAMETERS` (tokens per occurrence), fitted per
+family; the estimate is their sum, rounded up (at least 1 for a text that is not empty).
 
 The work is C-speed passes over bytes, none per character in Python: the text is encoded
 as UTF-8, ``bytes.translate`` turns each ASCII or lead byte into its class and drops the
@@ -33,19 +36,27 @@ faster than tiktoken on every script measured (``benchmarks/tokens_report.py``).
 What that costs in resolution: a class is the range of a lead byte, so Thai, Lao and
 Tibetan share the class of the Indic scripts (U+0800-0FFF; telling them apart needs the
 second byte, which would cost about a third of the speed on Indic text, and no measured
-text has them); one pair weight holds at most 255/128 tokens, so what an emoji costs
-beyond that (``Profile.emoji_extra``) is counted per emoji apart; classes no measured
-text has (:data:`UNMEASURED_RATE`) count about two tokens per character.
+text has them); one pair weight holds at most 255/128 tokens, so what a character of a
+heavier class costs beyond that (``Profile.extras``: emoji, and the unmeasured classes) is
+counted per character apart; the classes no text measures (private use, planes 4-16)
+count :data:`UNMEASURED_RATE`, the UTF-8 byte bound of byte-level BPE. Myanmar, Georgian,
+Ethiopic, Khmer, Vietnamese and polytonic Greek letters (U+1000-1FFF) share one class
+that only generated words measure: its rate is set so that random words of each of
+those blocks are counted high, which over-counts real text of them.
 
 Families and where their numbers come from
 ------------------------------------------
 
 ``o200k``, ``cl100k``, ``deepseek``, ``tekken``
     Fitted by ``benchmarks/calibrate.py`` on the real tokenizers' counts of every text
-    in ``../shared/data/texts`` (whole, and in pieces) and of every message part of the
-    recorded agent runs in ``../shared/data/trajectories``, with an asymmetric loss
-    that punishes under-counting four times more, then lifted so that every text is
-    counted at least 1.5% high (0.7-12% high after rounding, on the measured texts).
+    in ``../shared/data/texts`` (whole, and in pieces), of every message part of the
+    recorded agent runs in ``../shared/data/trajectories``, and of generated hard ASCII
+    (random letters, punctuation runs, base64, hex, digits, digits and letters between
+    spaces) and generated words of the blocks of the U+1000-1FFF class, with an
+    asymmetric loss that punishes under-counting four times more, then lifted so that
+    every text is counted at least 1.5% high. The method was chosen by held-out figures
+    (``calibrate.py --holdout``: every text, generated kind and folder of runs fitted
+    without it, then measured).
     ``deepseek``'s framing and level are then set on the ``prompt_tokens`` that
     DeepSeek's API reported for the mini-swe-agent runs (the chat template adds tokens
     around every message and tool call).
@@ -78,10 +89,13 @@ Framing
 Providers wrap every block of a request in tokens of their own (Claude renders tool
 calls and results in a markup of its own; DeepSeek's chat template adds markers around
 messages and calls). :mod:`windowfit.sizing` adds small generic overheads per message,
-block and tool call; ``framing`` is what the family adds on top, per text counted
-separately (a text block, a tool call's name, its arguments, a tool result). It is
-measured from the providers' counts and is 0 for the families without such data. So
-``estimate("")`` is 0, and any other text counts at least ``framing``.
+block and tool call; ``framing`` is what the family adds on top, per text part (a text
+block, a tool call's name, its arguments, a tool result). It is measured from the
+providers' counts and is 0 for the families without such data. It is not part of
+``estimate(text)``, which counts the text alone (a 25-character sentence is about 6
+tokens, not 6 plus Claude's framing): message counting adds it once per non-empty text
+part (``ProfileEstimator.estimate_part``, :func:`windowfit.tokens.part_counter`), so the
+totals of a request are what they were fitted to.
 """
 
 from __future__ import annotations
@@ -588,14 +602,6 @@ class ClassEstimate:
 
 _LOWER_RUN_BYTES = bytes([_CLASS_TABLE[ord("a")]]) * LOWER_RUN
 _PUNCT_RUN_BYTES = bytes([_CLASS_TABLE[ord("!")]]) * PUNCT_RUN
-#: The UTF-8 lead bytes of each non-ASCII class (a class is absent when none is there).
-_LEADS_OF: Mapping[str, tuple[bytes, ...]] = MappingProxyType(
-    {
-        name: tuple(bytes([b]) for b in range(0xC0, 0x100) if _CLASS_TABLE[b] == code)
-        for name, code in _SCRIPT_CODES.items()
-    }
-)
-
 #: ASCII bytes to their class (1-6, which is also their group); other bytes never meet it.
 _ASCII_CLASSES = bytes(_CLASS_TABLE[b] >> 3 if b < 0x80 else 0 for b in range(256))
 #: Times the classes as one integer: byte i becomes 8 * class i + class i-1 (at most
@@ -620,12 +626,13 @@ class ProfileEstimator(Estimator):
         rates = profile.rates
         self._lower_units = round(rates.get("lower_run", 0.0) * WEIGHT_UNIT)
         self._punct_units = round(rates.get("punct_long", 0.0) * WEIGHT_UNIT)
-        #: (class byte, lead bytes that hold it, extra units per character)
+        #: (class byte, extra units per character)
         self._extras = tuple(
-            (_SCRIPT_CODES[name], _LEADS_OF[name], round(extra * WEIGHT_UNIT))
+            (_SCRIPT_CODES[name], round(extra * WEIGHT_UNIT))
             for name, extra in (profile.extras or {}).items()
             if round(extra * WEIGHT_UNIT) > 0
         )
+        self._not_heavy = bytes(b for b in range(256) if b not in {c for c, _ in self._extras})
         # The padding byte after the last pair is a code of class 0 (it never occurs):
         # every table _build_table makes weighs those codes 0. A table given by hand that
         # does not is summed the slow way, which leaves the padding out.
@@ -708,9 +715,11 @@ class ProfileEstimator(Estimator):
             units += self._punct_units * classes.count(_PUNCT_RUN_BYTES)
             if size >= LOWER_RUN:
                 units += self._lower_units * classes.count(_LOWER_RUN_BYTES)
-        for code, leads, extra in self._extras:
-            if any(lead in data for lead in leads):
-                units += extra * classes.count(code)
+        if self._extras:
+            heavy = classes.translate(None, self._not_heavy)  # the heavy classes' bytes only
+            if heavy:
+                for code, extra in self._extras:
+                    units += extra * heavy.count(code)
         return math.ceil(units / WEIGHT_UNIT + framing) or 1
 
     def by_class(self, text: str) -> list[ClassEstimate]:
@@ -728,7 +737,7 @@ class ProfileEstimator(Estimator):
         runs = run_counts(text)
         units["lower"] += runs["lower_run"] * self._lower_units
         units["punct"] += runs["punct_long"] * self._punct_units
-        for code, _, extra in self._extras:
+        for code, extra in self._extras:
             units[_NAME_OF_CLASS[code >> 3]] += chars[_NAME_OF_CLASS[code >> 3]] * extra
         rows = [
             ClassEstimate(name, chars[name], units[name] / WEIGHT_UNIT) for name in _CLASS_NAMES
