@@ -1138,6 +1138,12 @@ def main() -> int:
         help="print the held-out ratios (every source fitted without it), write nothing",
     )
     parser.add_argument(
+        "--family",
+        action="append",
+        choices=list(SHAPE_OF),
+        help="with --holdout: only this family (repeatable; default all)",
+    )
+    parser.add_argument(
         "--halves",
         action="store_true",
         help="with --holdout: only the held-out halves (fast), not every source left out",
@@ -1171,7 +1177,7 @@ def main() -> int:
         f"{len(claude_runs)} Claude Code runs, {len(deepseek_runs)} DeepSeek runs\n"
     )
     if args.holdout:
-        families = list(SHAPE_OF)
+        families = args.family or list(SHAPE_OF)
         halves = timed("held-out halves", lambda: holdout_halves(texts, parts, families))
         print_holdout(
             halves,
