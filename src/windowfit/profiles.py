@@ -372,7 +372,7 @@ def _pair_role(code: int) -> _PairRole:
 _ROLES: tuple[_PairRole, ...] = tuple(_pair_role(code) for code in range(256))
 
 #: The parameters each pair code carries, for fitting (the sum of a pair's weights must
-#: fit in one byte, 255/128 tokens, except an emoji's: see ``Profile.emoji_extra``).
+#: fit in one byte, 255/128 tokens, except a heavy class's: see ``Profile.extras``).
 PAIR_PARAMETERS: tuple[tuple[str, ...], ...] = tuple(role.parameters for role in _ROLES)
 
 # ----------------------------------------------------------------------------------------
