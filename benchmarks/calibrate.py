@@ -486,6 +486,10 @@ FLOORS = {
 }
 #: An emoji is one token at the least in every tokenizer measured.
 FLOORS[_INDEX["emoji"]] = 1.0
+#: A lowercase letter costs at least about what the pairs-only fit gave it (the
+#: run term would otherwise take it all, and a run of one repeated letter, which the run
+#: term leaves out, is a token per 2-8 letters).
+FLOORS[_INDEX["lower"]] = 0.045
 #: One pair weight holds 255/128 tokens; the fit keeps each pair's sum under this
 #: (leaving room for the level, at most x1.17, set afterwards).
 FIT_CAP = 1.70

@@ -500,14 +500,46 @@ _LOWER_CODE = _CLASS_TABLE[ord("a")]
 _PUNCT_CODE = _CLASS_TABLE[ord("!")]
 
 
+def _distinct_classes(data: bytes) -> bytes:
+    """The class bytes of ``data`` (UTF-8) with every ASCII character that repeats the one
+    before it counted as a space, for the run terms: a run of one repeated character
+    (``====``, ``----``: a few long tokens; ``xxxx``: a token per 2-8 letters, left to
+    the pair weights as before the run terms) is not a run of different characters.
+    Bytes inside a non-ASCII character may turn into spaces too; they are never letters
+    or punctuation. Big-integer passes at C speed, only for a text that has a run."""
+    size = len(data)
+    x = int.from_bytes(data, "little")
+    same = (x ^ (x << 8)).to_bytes(size + 1, "little")[:size].translate(_ZERO_TO_FF)
+    m = int.from_bytes(same, "little")
+    masked = (x & ~m) | (m & int.from_bytes(b" " * size, "little"))
+    return masked.to_bytes(size, "little").translate(_CLASS_TABLE, _CONTINUATION_BYTES)
+
+
+_ZERO_TO_FF = bytes([0xFF] + [0] * 255)
+
+
+def _runs(data: bytes, classes: bytes) -> tuple[int, int]:
+    """(lowercase runs, punctuation runs) of :data:`RUN_PARAMETERS` (``classes``: the
+    text's class bytes; punctuation repeating the character before it apart)."""
+    lower = classes.count(_LOWER_RUN_BYTES) if len(classes) >= LOWER_RUN else 0
+    punct = classes.count(_PUNCT_RUN_BYTES)
+    if lower or punct:
+        distinct = _distinct_classes(data)
+        lower = distinct.count(_LOWER_RUN_BYTES) if lower else 0
+        punct = distinct.count(_PUNCT_RUN_BYTES) if punct else 0
+    return lower, punct
+
+
 def run_counts(text: str, lower_run: int = LOWER_RUN, punct_run: int = PUNCT_RUN) -> dict[str, int]:
     """The runs of :data:`RUN_PARAMETERS` in ``text``: whole ``lower_run`` lowercase
-    letters and whole ``punct_run`` punctuation characters in a row (other lengths are
-    for the calibration's choice of them)."""
-    classes = _classes(text) if text else b""
+    letters and whole ``punct_run`` punctuation characters in a row, where none repeats
+    the one before it (other lengths are for the calibration's choice of them)."""
+    if not text:
+        return {"lower_run": 0, "punct_long": 0}
+    data = text.encode("utf-8", "surrogatepass")
     return {
-        "lower_run": classes.count(bytes([_LOWER_CODE]) * lower_run),
-        "punct_long": classes.count(bytes([_PUNCT_CODE]) * punct_run),
+        "lower_run": _distinct_classes(data).count(bytes([_LOWER_CODE]) * lower_run),
+        "punct_long": _distinct_classes(data).count(bytes([_PUNCT_CODE]) * punct_run),
     }
 
 
@@ -661,6 +693,8 @@ class ProfileEstimator(Estimator):
         lower_units, punct_units = self._lower_units, self._punct_units
         lower_run = bytes([_ASCII_CLASSES[ord("a")]]) * LOWER_RUN
         punct_run = bytes([_ASCII_CLASSES[ord("!")]]) * PUNCT_RUN
+        distinct, general_lower_run = _distinct_classes, _LOWER_RUN_BYTES
+        general_punct_run = _PUNCT_RUN_BYTES
 
         def estimate(text: str) -> int:
             if not text.isascii():
@@ -676,10 +710,12 @@ class ProfileEstimator(Estimator):
                 units = (adler32(pairs.translate(table)) & 0xFFFF) - 1
             else:
                 units = nibble_sum(pairs, 0, size + 1, high, low)  # padding weighs 0
-            if size >= PUNCT_RUN:
-                units += punct_units * classes.count(punct_run)
-                if size >= LOWER_RUN:
-                    units += lower_units * classes.count(lower_run)
+            if size >= PUNCT_RUN and (
+                classes.count(punct_run) or (size >= LOWER_RUN and classes.count(lower_run))
+            ):
+                runs = distinct(text.encode())
+                units += lower_units * runs.count(general_lower_run)
+                units += punct_units * runs.count(general_punct_run)
             return ceil(units / WEIGHT_UNIT + framing) or 1  # a text is one token at least
 
         return estimate
@@ -712,9 +748,8 @@ class ProfileEstimator(Estimator):
         else:
             units = _weighted_units(classes, self._high, self._low)
         if size >= PUNCT_RUN:
-            units += self._punct_units * classes.count(_PUNCT_RUN_BYTES)
-            if size >= LOWER_RUN:
-                units += self._lower_units * classes.count(_LOWER_RUN_BYTES)
+            lower, punct = _runs(data, classes)
+            units += self._lower_units * lower + self._punct_units * punct
         if self._extras:
             heavy = classes.translate(None, self._not_heavy)  # the heavy classes' bytes only
             if heavy:
