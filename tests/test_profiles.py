@@ -271,10 +271,13 @@ def _by_hand(estimator: ProfileEstimator, text: str, framing: float = 0.0) -> in
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("a" * 15, {"lower_run": 0}),
-        ("a" * 16, {"lower_run": 1}),
-        ("a" * 47 + "B" + "a" * 16, {"lower_run": 3}),
+        ("ab" * 7 + "a", {"lower_run": 0}),
+        ("ab" * 8, {"lower_run": 1}),
+        ("ab" * 24 + "B" + "ab" * 8, {"lower_run": 4}),
+        ("x" * 100, {"lower_run": 0}),  # one repeated letter: left to the pairs
+        ("abcdefgh" + "h" + "abcdefgh", {"lower_run": 0}),  # a repeat breaks the run
         ("!?" * 4, {"punct_long": 2}),
+        ("=" * 40, {"punct_long": 0}),  # a separator is a few long tokens
         ("!?! ?!?", {"punct_long": 0}),
         ("ок" * 20, {"lower_run": 0, "punct_long": 0}),
     ],
