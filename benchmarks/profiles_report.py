@@ -2,7 +2,8 @@
 
 Run:  .venv/bin/python benchmarks/profiles_report.py            (markdown; a few minutes)
       .venv/bin/python benchmarks/profiles_report.py --quick    (smoke run, seconds)
-      .venv/bin/python benchmarks/profiles_report.py --json     (every figure as JSON)
+      .venv/bin/python benchmarks/profiles_report.py --json     (every figure as JSON;
+                                                  --json PATH: to a file, markdown printed)
 
 Measurement only: it asserts nothing and changes nothing. For every family's estimator
 (``estimator_for(family=...)``) it divides the estimate by the real tokenizer's count:
@@ -18,25 +19,32 @@ What it counts:
    block's characters are dealt like a shuffled deck into word-like runs of 2-10
    characters with spaces, some punctuation and numbers; combining marks come after a
    base, Indic viramas join two consonants, pictographic blocks make emoji ZWJ sequences
-   with skin tones. All five tokenizers are byte-level BPEs, so every block is one they
-   handle (none maps a character to an unknown token). Beside the blocks: hard ASCII
+   with skin tones. All five tokenizers are byte-level BPEs (claude-legacy normalises by
+   NFKC first), so every block is one they handle: none maps a character to an unknown
+   token. Beside the blocks: hard ASCII
    (random letters, punctuation runs, digits between spaces, base64, hex, capitalised
    words...), capitalised and upper-case Cyrillic and Greek, and mathematical notation.
    Deterministic by ``--seed``; ``unicodedata``'s version (Python's) decides which code
    points are assigned, and is printed.
 2. A length sweep: windows of 1, 2, 3, 5, 10, 30, ... 10^6 characters of the real texts in
-   ``../shared/data/texts`` (when present) and of the generated texts, from the start and
-   from a few other line starts, cut at a character (code point) boundary and also at the
-   last word boundary before it.
-3. Per family: min and max ratio, the worst windows, pass/fail, and the same by length
-   and by kind of text. Two views: ``text`` is the estimate without the family's
-   ``framing`` (what a provider adds around every block, which a tokenizer's count of
-   the bare text does not have); ``as used`` is the estimate ``fit`` uses, framing
-   included (it can only be higher, so it is the one the lower bound matters for).
+   ``../shared/data/texts`` (when present; the profiles were fitted on them, so these are
+   in-sample) and of the generated texts, from the start and from a few other line
+   starts, cut at a character (code point) boundary and also at the last word boundary
+   before it. No single text has a million characters: the longest windows come from the
+   real texts in turns and from the generated texts one after another.
+3. Per family: min and max ratio, the worst windows, pass/fail; the same by length (real
+   and generated texts apart) and per whole generated text. Two views: ``text`` is the
+   estimate without the family's ``framing`` (what a provider adds around every block,
+   which a tokenizer's count of the bare text does not have); ``as used`` is the
+   estimate ``fit`` uses, framing included (it can only be higher, so it is the one the
+   lower bound matters for).
 
 Real counts of long windows are the sum of the counts of pieces cut where every bundled
 tokenizer splits anyway (``windowfit.tokenizers.split_text``), each piece counted once
 for all the lengths; the test checks that this is the count of the whole window.
+
+For held-out figures, a fit calls :func:`run` with ``choose``: the estimator to use per
+family, view and text (for example the one fitted without that text).
 """
 
 from __future__ import annotations
@@ -75,8 +83,10 @@ CHECKED_ON = {
     "conservative": ("o200k", "cl100k", "deepseek", "claude-legacy", "tekken"),
 }
 BACKENDS = ("o200k", "cl100k", "deepseek", "claude-legacy", "tekken")
-LENGTHS = (1, 2, 3, 5, 10, 30, 100, 300, 1_000, 3_000, 10_000, 30_000, 100_000, 300_000)
-LENGTHS += (1_000_000,)
+LENGTHS = (
+    *(1, 2, 3, 5, 10, 30, 100, 300, 1_000, 3_000),
+    *(10_000, 30_000, 100_000, 300_000, 1_000_000),
+)
 GENERATED_SIZE = 3_000
 #: Windows of real text start at the beginning and at this many other line starts (spread
 #: over the text), for the lengths up to ``OFFSET_LENGTH_LIMIT``.
@@ -727,7 +737,8 @@ def hard_texts(seed: int = 0, size: int = GENERATED_SIZE) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Source:
-    """A text the sweep cuts windows from: ``kind`` is ``real``, ``block`` or ``hard``."""
+    """A text the sweep cuts windows from: ``kind`` is ``real``, ``block``, ``hard`` or
+    ``joined`` (the generated texts one after another)."""
 
     name: str
     kind: str
@@ -755,17 +766,14 @@ class Window:
 
 
 def word_stop(text: str, start: int, stop: int) -> int | None:
-    """The last word boundary in ``text[start:stop]`` (after whitespace or punctuation,
-    before ``stop``), or None when the window has none past its first half."""
+    """Where a window of ``text[start:stop]`` ends at a word boundary: the last stop at
+    or before ``stop`` that is followed by whitespace or comes right after punctuation
+    (scripts without spaces), or None when there is none in the window's second half."""
     floor = start + (stop - start) // 2
     for i in range(stop, floor, -1):
-        if i >= len(text) or not (_is_word_char(text[i]) and _is_word_char(text[i - 1])):
+        if i >= len(text) or text[i].isspace() or unicodedata.category(text[i - 1])[0] == "P":
             return i
     return None
-
-
-def _is_word_char(char: str) -> bool:
-    return unicodedata.category(char)[0] in "LMN"
 
 
 def line_starts(text: str, count: int) -> list[int]:
@@ -797,9 +805,8 @@ def windows(source: Source, lengths: Sequence[int], extra_starts: int) -> list[W
                 word = word_stop(text, start, stop)
                 if word is not None and word != stop:
                     out.append(Window(source, start, word, length, "word"))
-    whole = Window(source, 0, len(text), len(text), "whole")
-    if len(text) <= max(lengths) and not any(w.stop == len(text) and w.start == 0 for w in out):
-        out.append(whole)
+    if not any(w.start == 0 and w.stop == len(text) for w in out):
+        out.append(Window(source, 0, len(text), len(text), "whole"))
     return out
 
 
@@ -866,6 +873,7 @@ def real_counts(
 # ---------------------------------------------------------------------------------------
 
 
+@functools.cache
 def without_framing(family: str) -> Estimator:
     """The family's estimator with its framing set to 0: the estimate of the bare text."""
     profile: Profile = get_profile(family)
@@ -910,8 +918,23 @@ class Report:
     meta: dict[str, Any]
 
 
+#: Which estimator counts a text for a family in a view: ``(family, view, source)`` to an
+#: estimator. The default is the library's (:func:`library_estimator`); a fit that holds
+#: texts out can pass its own, for example the estimator fitted without ``source``.
+EstimatorChoice = Callable[[str, str, Source], Estimator]
+
+
+def library_estimator(family: str, view: str, source: Source) -> Estimator:
+    """``estimator_for(family=...)``, without its framing in the ``text`` view."""
+    return without_framing(family) if view == "text" else estimator_for(family=family)
+
+
 def measure(
-    items: Sequence[Window], counts: Counts, backends: Iterable[str], families: Sequence[str]
+    items: Sequence[Window],
+    counts: Counts,
+    backends: Iterable[str],
+    families: Sequence[str],
+    choose: EstimatorChoice = library_estimator,
 ) -> list[FamilyRatios]:
     """Every family's ratios in both views, in the order of ``items``."""
     have = set(backends)
@@ -920,12 +943,10 @@ def measure(
         checked = tuple(b for b in CHECKED_ON[family] if b in have)
         if not checked:
             continue
-        for view, estimator in (
-            ("text", without_framing(family)),
-            ("as used", estimator_for(family=family)),
-        ):
+        for view in ("text", "as used"):
             result = FamilyRatios(family, view, checked)
             for window in items:
+                estimator = choose(family, view, window.source)
                 real = max(
                     counts[(window.source.name, window.start, window.stop)][b] for b in checked
                 )
@@ -959,66 +980,131 @@ def length_bucket(window: Window) -> str:
     return "whole" if window.cut == "whole" else f"{window.length:,}"
 
 
-def markdown(results: Sequence[FamilyRatios], meta: dict[str, Any], worst: int) -> str:
+#: Scripts and registers issue 10 names (absent from the measured texts), and what makes
+#: them: the generated text of these blocks.
+NAMED_BLOCKS = (
+    "Greek Extended",  # polytonic Greek
+    "Devanagari",  # with conjuncts
+    "Thai",
+    "Tibetan",
+    "Georgian",
+    "Armenian",
+    "Ethiopic",
+    "Mathematical Operators",
+    "Combining Diacritical Marks",
+    "Emoticons",  # ZWJ sequences with skin tones
+    "Cyrillic",
+    "CJK Unified Ideographs",
+    "Hangul Syllables",
+)
+
+
+def whole_texts(result: FamilyRatios) -> dict[str, Ratio]:
+    """Per text, the longest window from its start (the whole generated text)."""
+    best: dict[str, Ratio] = {}
+    for ratio in result.ratios:
+        window = ratio.window
+        if window.start:
+            continue
+        held = best.get(window.source.name)
+        if held is None or window.stop > held.window.stop:
+            best[window.source.name] = ratio
+    return best
+
+
+def _span(values: Sequence[float]) -> str:
+    return f"{_fmt(min(values))}-{_fmt(max(values))}" if values else "-"
+
+
+def _length_table(out: list[str], results: Sequence[FamilyRatios], real: bool) -> None:
+    def keep(x: Ratio) -> bool:
+        return (x.window.source.kind == "real") == real
+
+    buckets = sorted(
+        {length_bucket(x.window) for r in results for x in r.ratios if keep(x)},
+        key=lambda b: math.inf if b == "whole" else int(b.replace(",", "")),
+    )
+    out.append("| length | " + " | ".join(r.family for r in results) + " |")
+    out.append("|---:|" + "---|" * len(results))
+    for bucket in buckets:
+        cells = [
+            _span(r.values(lambda x, b=bucket: keep(x) and length_bucket(x.window) == b))
+            for r in results
+        ]
+        out.append(f"| {bucket} | " + " | ".join(cells) + " |")
+
+
+def markdown(
+    results: Sequence[FamilyRatios], meta: dict[str, Any], worst: int, every_block: bool = False
+) -> str:
     out: list[str] = []
     out.append(
         f"{meta['windows']:,} windows of {meta['sources']} texts ({meta['real']} real, "
-        f"{meta['blocks']} Unicode blocks, {meta['hard']} other generated); "
+        f"{meta['blocks']} Unicode blocks, {meta['hard']} other generated, and the real and "
+        f"the generated ones joined for the longest windows); "
         f"Python {meta['python']}, Unicode {meta['unicode']}, seed {meta['seed']}; "
-        f"target {WINDOW[0]:.2f}-{WINDOW[1]:.2f}, **bold** = outside it.\n"
+        f"target {WINDOW[0]:.2f}-{WINDOW[1]:.2f}, **bold** = outside it. The real texts "
+        "are the ones the profiles were fitted on (in-sample); the generated ones are not.\n"
     )
     for view in ("text", "as used"):
         out.append(f"### Per family, {view}\n")
-        out.append("| family | vs | min | max | outside | verdict |")
-        out.append("|---|---|---:|---:|---:|---|")
+        out.append(
+            "| family | vs | min | max | outside | verdict | real texts | windows of 1,000+ chars |"
+        )
+        out.append("|---|---|---:|---:|---:|---|---|---|")
         for r in (r for r in results if r.view == view):
             values = r.values()
+            vs = "max of 5" if len(r.checked_on) > 1 else r.checked_on[0]
+            real = r.values(lambda x: x.window.source.kind == "real")
+            long = r.values(lambda x: x.window.stop - x.window.start >= 1_000)
             out.append(
-                f"| {r.family} | {'max of 5' if len(r.checked_on) > 1 else r.checked_on[0]} | "
-                f"{_fmt(min(values))} | {_fmt(max(values))} | "
-                f"{len(r.failures()):,} of {len(values):,} | {_verdict(values)} |"
+                f"| {r.family} | {vs} | {_fmt(min(values))} | {_fmt(max(values))} | "
+                f"{len(r.failures()):,} of {len(values):,} | {_verdict(values)} | "
+                f"{_span(real)} | {_span(long)} |"
             )
         out.append("")
     text_results = [r for r in results if r.view == "text"]
-    kinds = ("real", "block", "hard")
-    out.append("### By kind of text (text view): min-max\n")
-    out.append("| family | " + " | ".join(kinds) + " |")
-    out.append("|---|" + "---|" * len(kinds))
-    for r in text_results:
-        cells = []
-        for kind in kinds:
-            values = r.values(lambda x, kind=kind: x.window.source.kind == kind)
-            cells.append(f"{_fmt(min(values))}-{_fmt(max(values))}" if values else "-")
-        out.append(f"| {r.family} | " + " | ".join(cells) + " |")
-    buckets = sorted(
-        {length_bucket(x.window) for r in text_results for x in r.ratios},
-        key=lambda b: math.inf if b == "whole" else int(b.replace(",", "")),
+    out.append("### By length, real texts (text view): min-max\n")
+    _length_table(out, text_results, real=True)
+    out.append("\n### By length, generated texts (text view): min-max\n")
+    _length_table(out, text_results, real=False)
+    wholes = [whole_texts(r) for r in text_results]
+    names = [n for n in NAMED_BLOCKS if n in wholes[0]]
+    names += [n for n, x in wholes[0].items() if x.window.source.kind == "hard"]
+    if every_block:
+        names = [n for n, x in wholes[0].items() if x.window.source.kind != "real"]
+    out.append("\n### Whole generated texts (text view)\n")
+    out.append(
+        "UTF-8 bytes / the largest real count: how far the safe bound (a byte-level BPE "
+        "never needs more tokens than bytes) is above the count.\n"
     )
-    out.append("\n### By length (text view): min-max\n")
-    out.append("| length | " + " | ".join(r.family for r in text_results) + " |")
-    out.append("|---:|" + "---|" * len(text_results))
-    for bucket in buckets:
-        cells = []
-        for r in text_results:
-            values = r.values(lambda x, bucket=bucket: length_bucket(x.window) == bucket)
-            cells.append(f"{_fmt(min(values))}-{_fmt(max(values))}" if values else "-")
-        out.append(f"| {bucket} | " + " | ".join(cells) + " |")
+    out.append(
+        "| text | chars | " + " | ".join(r.family for r in text_results) + " | UTF-8 bytes / real |"
+    )
+    out.append("|---|---:|" + "---:|" * (len(text_results) + 1))
+    largest = {n: max(w[n].real for w in wholes) for n in names}
+    for name in names:
+        row = [wholes[i][name] for i in range(len(text_results))]
+        cells = [_fmt(x.value) for x in row]
+        text = row[0].window.text
+        size = len(text.encode("utf-8")) / largest[name]
+        out.append(f"| {name} | {len(text):,} | " + " | ".join(cells) + f" | {size:.2f} |")
     out.append("\n### Worst windows (text view)\n")
     for r in text_results:
         out.append(f"- **{r.family}** lowest: {_worst(r.ratios, worst, low=True)}")
         out.append(f"- **{r.family}** highest: {_worst(r.ratios, worst, low=False)}")
     out.append("\n### Blocks outside the target (text view, whole generated text)\n")
-    for r in text_results:
-        whole = [x for x in r.ratios if x.window.source.kind != "real" and x.window.cut == "whole"]
-        low = sorted((x for x in whole if x.value < WINDOW[0]), key=lambda x: x.value)
-        high = sorted((x for x in whole if x.value > WINDOW[1]), key=lambda x: -x.value)
+    for r, whole in zip(text_results, wholes, strict=True):
+        texts = [x for x in whole.values() if x.window.source.kind == "block"]
+        low = sorted((x for x in texts if x.value < WINDOW[0]), key=lambda x: x.value)
+        high = sorted((x for x in texts if x.value > WINDOW[1]), key=lambda x: -x.value)
         out.append(
-            f"- **{r.family}**: {len(low)} under, {len(high)} over of {len(whole)}. Under: "
-            + (", ".join(f"{x.window.source.name} {x.value:.2f}" for x in low[:12]) or "none")
-            + ("; ..." if len(low) > 12 else "")
+            f"- **{r.family}**: {len(low)} under, {len(high)} over of {len(texts)}. Under: "
+            + (", ".join(f"{x.window.source.name} {x.value:.2f}" for x in low[:10]) or "none")
+            + ("; ..." if len(low) > 10 else "")
             + ". Over: "
-            + (", ".join(f"{x.window.source.name} {x.value:.2f}" for x in high[:12]) or "none")
-            + ("; ..." if len(high) > 12 else "")
+            + (", ".join(f"{x.window.source.name} {x.value:.2f}" for x in high[:10]) or "none")
+            + ("; ..." if len(high) > 10 else "")
         )
     return "\n".join(out) + "\n"
 
@@ -1098,6 +1184,37 @@ def real_sources(data: Path | None, limit: int) -> list[Source]:
     ]
 
 
+def joined_sources(reals: Sequence[Source], generated: Sequence[Source], size: int) -> list[Source]:
+    """Texts of up to ``size`` characters for the longest windows (no single text has a
+    million characters): the real texts in turns of 20,000 characters (cut where the
+    tokenizers split anyway), and the generated texts one after another (from the first
+    again when they are shorter)."""
+    out = []
+    if reals:
+        turns = [split_text(s.text, 20_000) for s in reals]
+        pieces: list[str] = []
+        total = 0
+        for round_ in itertools.zip_longest(*turns, fillvalue=""):
+            for piece in round_:
+                pieces.append(piece)
+                total += len(piece)
+            if total >= size:
+                break
+        name = "real texts in turns of 20,000 characters"
+        out.append(Source(name, "real", "".join(pieces)[:size]))
+    if generated:
+        parts: list[str] = []
+        total = 0
+        for source in itertools.cycle(generated):  # again from the first, up to ``size``
+            if total >= size:
+                break
+            parts.append(source.text)
+            total += len(source.text) + 1
+        joined = "\n".join(parts)[:size]
+        out.append(Source("generated texts one after another", "joined", joined))
+    return out
+
+
 def data_dir(explicit: str | None = None) -> Path | None:
     """The shared data: ``--data``, else $WINDOWFIT_DATA, else ../shared/data."""
     candidates = [Path(explicit)] if explicit else []
@@ -1123,19 +1240,20 @@ def run(
     block_filter: Callable[[Block], bool] = lambda b: True,
     families: Sequence[str] = tuple(CHECKED_ON),
     backends: dict[str, Estimator] | None = None,
+    choose: EstimatorChoice = library_estimator,
 ) -> Report:
     """Build the texts and windows, count them, and return the ratios and what was run."""
     reals = real_sources(data, max(lengths))
     generated = generated_sources(seed, size, block_filter)
-    items = [w for s in reals for w in windows(s, lengths, extra_starts)]
-    items += [w for s in generated for w in windows(s, lengths, extra_starts)]
+    joined = joined_sources(reals, generated, max(lengths))
+    items = [w for s in (*reals, *generated, *joined) for w in windows(s, lengths, extra_starts)]
     if backends is None:
         backends = load_backends(BACKENDS)
     counts = real_counts(items, backends)
-    results = measure(items, counts, backends, families)
+    results = measure(items, counts, backends, families, choose)
     meta = {
         "windows": len(items),
-        "sources": len(reals) + len(generated),
+        "sources": len(reals) + len(generated) + len(joined),
         "real": len(reals),
         "blocks": sum(s.kind == "block" for s in generated),
         "hard": sum(s.kind == "hard" for s in generated),
@@ -1152,12 +1270,19 @@ def run(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: few blocks, short")
-    parser.add_argument("--json", action="store_true", help="print every figure as JSON")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="PATH",
+        help="every figure as JSON, to PATH (the markdown still printed) or alone to stdout",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--size", type=int, default=None, help="characters per generated text")
     parser.add_argument("--data", help="the shared data (default: ../shared/data)")
     parser.add_argument("--no-data", action="store_true", help="generated texts only")
     parser.add_argument("--worst", type=int, default=5, help="worst windows listed per family")
+    parser.add_argument("--blocks", action="store_true", help="a row for every block")
     args = parser.parse_args(argv)
     data = None if args.no_data else data_dir(args.data)
     started = time.perf_counter()
@@ -1174,11 +1299,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         report = run(seed=args.seed, size=args.size or GENERATED_SIZE, data=data)
     report.meta["seconds"] = round(time.perf_counter() - started, 1)
-    if args.json:
+    if args.json and args.json != "-":
+        Path(args.json).write_text(json.dumps(as_json(report)) + "\n", encoding="utf-8")
+    if args.json == "-":
         json.dump(as_json(report), sys.stdout)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(markdown(report.results, report.meta, args.worst))
+        sys.stdout.write(markdown(report.results, report.meta, args.worst, args.blocks))
         sys.stdout.write(f"\n({report.meta['seconds']} s)\n")
     return 0
 

@@ -99,6 +99,15 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) ``pid`` has used so far (0 where /proc is not there)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def upstream_connections(pid: int, port: int) -> set[str]:
     """The established TCP connections (socket inodes) ``pid`` holds to local ``port``."""
     inodes = set()
@@ -614,16 +623,23 @@ async def _latency(
     args: argparse.Namespace, sim: Service, proxy: Service | None, litellm: Service | None
 ) -> list[str]:
     rows: list[tuple[str, int, PathResult, PathResult | None]] = []
+    cpu: list[str] = []
     for conc in (1, 20):
         n = args.requests if conc == 1 else args.requests * 4
         seed = conc * 10
         direct = await run_path("direct", sim.url + "/v1/messages", conc, n, args.tokens, seed)
         rows.append(("serve-sim directly", conc, direct, None))
         if proxy is not None:
+            before = cpu_seconds(proxy.proc.pid)
             through = await run_path(
                 "proxy", proxy.url + "/v1/messages", conc, n, args.tokens, seed + 1
             )
+            used = cpu_seconds(proxy.proc.pid) - before
             rows.append(("through windowfit proxy", conc, through, direct))
+            cpu.append(
+                f"- concurrency {conc}: the proxy process used {used * 1000 / max(1, n):.1f} ms "
+                f"of CPU per request ({used:.2f} s over {n} requests and {conc} small warm-ups)"
+            )
         if litellm is not None:
             lite = await run_path(
                 "litellm",
@@ -635,7 +651,8 @@ async def _latency(
                 {**HEADERS, "x-api-key": LITELLM_KEY},
             )
             rows.append(("through LiteLLM pass-through", conc, lite, direct))
-    return latency_table(rows)
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    return [*latency_table(rows), "", f"load average at the end: {load}", *cpu]
 
 
 async def _proxy_metrics(proxy: Service) -> list[str]:
@@ -643,9 +660,17 @@ async def _proxy_metrics(proxy: Service) -> list[str]:
         r = await c.get(proxy.url + "/metrics")
     if r.status_code != 200:
         return [f"/metrics: HTTP {r.status_code}"]
-    wanted = ("windowfit_proxy_added_seconds_sum", "windowfit_proxy_added_seconds_count")
+    wanted = (
+        "windowfit_proxy_added_seconds_sum",
+        "windowfit_proxy_added_seconds_count",
+        "windowfit_proxy_early_total",
+        "windowfit_proxy_early_body_bytes_total",
+    )
     lines = [ln for ln in r.text.splitlines() if ln.startswith(wanted)]
-    return ["the proxy's own /metrics (added seconds, all routes):", *lines[:6]]
+    return [
+        "the proxy's own /metrics (added seconds; bodies sent on as they arrived):",
+        *lines[:10],
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

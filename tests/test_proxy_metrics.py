@@ -32,6 +32,8 @@ def test_an_empty_exposition_declares_every_family():
         "windowfit_proxy_tokens_before": "counter",
         "windowfit_proxy_tokens_after": "counter",
         "windowfit_proxy_refits": "counter",
+        "windowfit_proxy_early": "counter",
+        "windowfit_proxy_early_body_bytes": "counter",
         "windowfit_proxy_upstream_seconds": "histogram",
         "windowfit_proxy_added_seconds": "histogram",
     }

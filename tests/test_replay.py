@@ -306,6 +306,54 @@ def test_bad_configuration_is_refused(kwargs: dict[str, Any]) -> None:
         ReplayConfig(**kwargs)
 
 
+@pytest.mark.parametrize(
+    ("logged", "given", "model", "judge", "profile"),
+    [
+        (None, None, None, "o200k", "conservative"),
+        (None, "gpt-4o", "gpt-4o", "o200k", "o200k"),
+        (None, "deepseek-chat", "deepseek-chat", "deepseek", "deepseek"),
+        ("deepseek-chat", "gpt-4o", "deepseek-chat", "deepseek", "deepseek"),
+    ],
+)
+def test_a_model_given_to_the_replay_counts_runs_whose_log_names_none_as_that_model(
+    logged: str | None, given: str | None, model: str | None, judge: str, profile: str
+) -> None:
+    run = replace(_run(_agent("openai", [40, 60]), "openai"), model=logged)
+    policy = make_policy("windowfit")
+    report = replay_run(run, [policy], ReplayConfig(budget=10**6, model=given))
+    assert report.model == model
+    assert report.tokenizer == judge
+    assert f"profile:{profile}>" in repr(policy.estimator)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("model", ["", 4])
+def test_a_model_given_to_the_replay_must_be_a_name(model: Any) -> None:
+    with pytest.raises(SettingsError, match="model must be a non-empty name"):
+        ReplayConfig(model=model)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("budget", [400, 700, 1000])
+def test_no_policy_within_the_budget_keeps_more_intact_than_the_ceiling(
+    fmt: str, budget: int
+) -> None:
+    run = _run(_agent(fmt, [1200, 300, 900, 2000, 150, 700, 1600, 400]), fmt)
+    config = ReplayConfig(budget=budget, tokenizer="seed", fit_counts="exact")
+    report = replay_run(run, parse_policies(None), config)
+    conv = _conv(run, budget)
+    head = conv.fixed + conv.prefix[conv.first + 1]
+    points = [p.index for p in run.requests if conv.result_tokens[p.index]]
+    by_hand = [min(1.0, max(0, budget - head) / conv.result_tokens[i]) for i in points]
+    assert report.intact_points == len(points)
+    assert report.intact_ceiling == pytest.approx(sum(by_hand))
+    ceiling = report.intact_ceiling / report.intact_points
+    assert ceiling < 1.0  # the run outgrows every budget here
+    for label, stats in report.policies.items():
+        if stats.over_budget == 0 and stats.refused == 0 and not stats.violations:
+            assert (stats.visible_mean or 0.0) <= ceiling + 1e-9, label
+    assert (report.policies["raw"].visible_mean or 0.0) > ceiling
+
+
 # --------------------------------------------------------------------------------------
 # The registry
 

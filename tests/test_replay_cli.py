@@ -103,6 +103,21 @@ def test_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert data["errors"] == []
 
 
+def test_a_model_for_logs_that_name_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _good(tmp_path)
+    args = (str(path), "--budget", "2000", "--no-progress", "--policies", "windowfit,raw")
+    code, out, err = _run_cli(capsys, *args, "--model", "deepseek-chat", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["config"]["model"] == "deepseek-chat"
+    assert (data["runs"][0]["model"], data["runs"][0]["tokenizer"]) == ("deepseek-chat", "deepseek")
+    code, out, err = _run_cli(capsys, *args, "--model", "deepseek-chat")
+    assert code == 0, err
+    assert "(runs without a model: deepseek-chat)" in " ".join(out.split())
+
+
 def test_text_tables_and_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _good(tmp_path)
     code, out, _ = _run_cli(

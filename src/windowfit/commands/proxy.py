@@ -68,13 +68,13 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--fitter-max-mb",
         type=positive_int,
-        default=16,
+        default=128,
         metavar="N",
         help=(
-            "MiB the proxy keeps of conversations it has seen, so their next requests are "
-            "not counted again (default 16; a quarter holds counts: give about 5 MiB per "
-            "MB of conversation text served at once, e.g. 128 for 20 concurrent "
-            "200k-token conversations)"
+            "MiB the proxy keeps of large conversations (64 KiB or more) it has seen, so "
+            "their next requests are not counted again (default 128: about 5 MiB per MB "
+            "of conversation text served at once, enough for 20 concurrent 200k-token "
+            "conversations)"
         ),
     )
     p.add_argument("--redis", metavar="URL", help="share learned state between replicas")

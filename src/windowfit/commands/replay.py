@@ -95,6 +95,14 @@ def register(sub: Any) -> None:
         "and over the hard limit are measured with --tokenizer either way",
     )
     p.add_argument(
+        "--model",
+        metavar="NAME",
+        help="the model of runs whose log does not record one (for example gpt-4o for "
+        "tau-bench's episodes): the judge (--tokenizer auto) and windowfit's default "
+        "estimate then count as for that model; without it such runs are measured with "
+        "o200k and windowfit counts with conservative",
+    )
+    p.add_argument(
         "--no-fit-limit",
         dest="fit_limit",
         action="store_false",
@@ -175,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
             tokenizer=args.tokenizer,
             fit_counts=args.fit_counts,
             fit_limit=args.fit_limit,
+            model=args.model,
             pricing=CachePricing(read=args.cache_read, write=args.cache_write),
             price_per_mtok=args.price,
         )

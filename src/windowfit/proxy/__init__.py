@@ -10,7 +10,7 @@ errors verbatim, anything it cannot read forwarded unchanged. It learns each
 conversation's real counts from the usage in the answers and re-fits once when the
 upstream still says the prompt is too long.
 
-Importing this package needs only the standard library; httpx and uvicorn (the
+Importing this package needs only the standard library; aiohttp and uvicorn (the
 ``proxy`` extra) are imported when a proxy is created.
 """
 

@@ -1,8 +1,8 @@
 """The proxy's ASGI application: read, fit, forward, relay, learn.
 
 A plain ASGI callable (no framework routing in the way of a relayed stream), served by
-uvicorn, forwarding with one ``httpx.AsyncClient`` (one connection pool, connect and
-read timeouts). Every request:
+uvicorn, forwarding with one upstream connection pool (``_upstream``: aiohttp, connect
+and read timeouts). Every request:
 
 1. is read up to ``max_body_bytes`` (else 413 in the API's shape);
 2. on a route windowfit fits (``POST /v1/messages``, ``POST /v1/chat/completions``...),
@@ -34,11 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-import httpx
-
 from ..formats import DIALECTS, Dialect
 from ._config import ProxyConfig
 from ._dashboard import ConversationLog, RequestRecord, render_page
+from ._early import EARLY_BYTES_PER_TOKEN, EARLY_MIN_BYTES, EarlyForward, leading_model
 from ._fit import Fitted, RequestFitter
 from ._headers import pick_upstream, request_headers, response_headers
 from ._jsonarray import JsonArrayWatcher
@@ -46,6 +45,7 @@ from ._learning import ConversationLearning
 from ._metrics import Metrics
 from ._sse import UsageWatcher
 from ._state import StateStore, open_store
+from ._upstream import Upstream, UpstreamError, UpstreamResponse, UpstreamTimeout
 
 __all__ = ["ProxyApp", "fitted_route", "redact_key"]
 
@@ -111,19 +111,6 @@ def redact_key(text: str) -> str:
     return _KEY_IN_QUERY.sub(r"\1***", text)
 
 
-class _RedactKeys(logging.Filter):
-    """Keeps the Gemini API key of ``?key=`` out of httpx's request log lines (which
-    print the URL an upstream request went to)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple) and any("key=" in str(a) for a in record.args):
-            record.args = tuple(redact_key(str(a)) if "key=" in str(a) else a for a in record.args)
-        return True
-
-
-_REDACT_KEYS = _RedactKeys()
-
-
 def _refusal(upstream: str, status: int, message: str) -> dict[str, Any]:
     """An error body of the proxy's own (413, 502, 504) in the upstream API's shape."""
     for dialect in DIALECTS.values():
@@ -175,54 +162,28 @@ def _open_store(config: ProxyConfig) -> StateStore | None:
 
 class ProxyApp:
     """The ASGI application (module docstring). ``loopback``: whether the proxy listens
-    on loopback only (the admin routes then need no key). ``transport``: an httpx
-    transport to use instead of the network (tests)."""
+    on loopback only (the admin routes then need no key)."""
 
-    def __init__(
-        self,
-        config: ProxyConfig,
-        *,
-        loopback: bool = True,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
+    def __init__(self, config: ProxyConfig, *, loopback: bool = True) -> None:
         self.config = config
         self.loopback = loopback
         self.learning = ConversationLearning(config.max_conversations, _open_store(config))
         self.fitter = RequestFitter(config, self.learning)
         self.observers = _Observers()
-        self._transport = transport
-        self._client: httpx.AsyncClient | None = None
+        self.upstream = Upstream(config.connect_timeout, config.read_timeout)
         #: Requests forwarded unfitted, by reason (``not-json``, ``unreadable``...).
         self.skipped: dict[str, int] = {}
         self.refits = 0
         #: Requests whose client left before the answer was complete.
         self.disconnects = 0
-
-    # -- the upstream client -------------------------------------------------------------
-
-    @property
-    def client(self) -> httpx.AsyncClient:
-        """The one pool of upstream connections (made in the serving event loop)."""
-        if self._client is None:
-            httpx_log = logging.getLogger("httpx")
-            if _REDACT_KEYS not in httpx_log.filters:
-                httpx_log.addFilter(_REDACT_KEYS)
-            timeout = httpx.Timeout(
-                connect=self.config.connect_timeout,
-                read=self.config.read_timeout,
-                write=self.config.read_timeout,
-                pool=self.config.connect_timeout,
-            )
-            limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
-            self._client = httpx.AsyncClient(
-                timeout=timeout, limits=limits, transport=self._transport, trust_env=False
-            )
-        return self._client
+        #: The model of the last request fitted on each route: the guess for a body
+        #: whose first chunk does not name one (the Python SDKs write fields in
+        #: alphabetical order, ``model`` after ``messages``).
+        self._last_model: dict[str, str] = {}
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        """Close the upstream connections (at shutdown; tests that drive the app)."""
+        await self.upstream.aclose()
 
     # -- ASGI ------------------------------------------------------------------------------
 
@@ -240,12 +201,19 @@ class ProxyApp:
         route = fitted_route(method, path)
         upstream = route[1] if route else pick_upstream(path, scope["headers"])
         outcome = _Outcome(route=f"{method} {path}" if route is None else route_label(path))
+        early = self._early(scope, upstream) if route is not None else None
         try:
-            body = await _read_body(scope, receive, self.config.max_body_bytes)
+            body = await _read_body(
+                scope, receive, self.config.max_body_bytes, early.feed if early else None
+            )
         except _TooLarge:
+            if early is not None:
+                await early.abandon()
             await self._own_error(send, upstream, 413, outcome)
             return
         if body is None:  # the client left while sending
+            if early is not None:
+                await early.abandon()
             return
         started: list[bool] = []
 
@@ -254,7 +222,9 @@ class ProxyApp:
                 started.append(True)
             await send(message)
 
-        task = asyncio.ensure_future(self._handle(scope, tracked, body, route, upstream, outcome))
+        task = asyncio.ensure_future(
+            self._handle(scope, tracked, body, route, upstream, outcome, early)
+        )
         watcher = asyncio.ensure_future(_disconnected(receive))
         try:
             await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
@@ -273,13 +243,16 @@ class ProxyApp:
             _log.exception("windowfit proxy: unexpected error")
             if not started:
                 await self._own_error(send, upstream, 502, outcome)
+        finally:
+            if early is not None and not early.released:  # cancelled before it decided
+                await early.abandon()
         self._observe(outcome)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                _ = self.client  # its TLS context made now, not on the first request
+                self.upstream.start()  # its TLS context made now, not on the first request
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await self.aclose()
@@ -287,6 +260,42 @@ class ProxyApp:
                 return
 
     # -- one request ---------------------------------------------------------------------
+
+    def _url(self, scope: Scope, upstream: str) -> str:
+        url: str = self.config.upstream(upstream) + scope["path"]
+        query: bytes = scope.get("query_string") or b""
+        if query:
+            url += "?" + query.decode("latin-1")
+        return url
+
+    def _early(self, scope: Scope, upstream: str) -> EarlyForward | None:
+        """An upstream request fed as the body arrives (see ``_early``), for a body
+        declared large (and within the limit); ``None`` for any other."""
+        length = -1
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    length = int(value)
+                except ValueError:
+                    return None
+            elif name == b"transfer-encoding":
+                return None
+        if not EARLY_MIN_BYTES <= length <= self.config.max_body_bytes:
+            return None
+        url = self._url(scope, upstream)
+        headers = [*request_headers(scope["headers"]), (b"content-length", str(length).encode())]
+
+        path: str = scope["path"]
+
+        def wanted(first: bytes) -> bool:
+            model = leading_model(first) or self._last_model.get(path)
+            budget = self.fitter.likely_budget(model) if model else None
+            return budget is not None and length <= budget * EARLY_BYTES_PER_TOKEN
+
+        return EarlyForward(
+            lambda chunks: self.upstream.open("POST", url, headers, chunks, decoded=True),
+            wanted,
+        )
 
     async def _handle(
         self,
@@ -296,18 +305,39 @@ class ProxyApp:
         route: tuple[Dialect, str] | None,
         upstream: str,
         outcome: _Outcome,
+        early: EarlyForward | None = None,
     ) -> None:
-        url = self.config.upstream(upstream) + scope["path"]
-        query: bytes = scope.get("query_string") or b""
-        if query:
-            url += "?" + query.decode("latin-1")
+        url = self._url(scope, upstream)
         headers = request_headers(scope["headers"])
         if route is None:
             await self._forward(scope["method"], url, headers, body, send, upstream, outcome)
             return
         dialect = route[0]
-        fitted = self.fitter.fit(dialect, body, path_model(scope["path"]))
+        try:
+            fitted = self.fitter.fit(dialect, body, path_model(scope["path"]))
+        except BaseException:
+            if early is not None:
+                await early.abandon()
+            raise
         outcome.fitted = fitted
+        model = fitted.parts.model if fitted.parts is not None else None
+        if model:
+            if len(self._last_model) >= 64 and scope["path"] not in self._last_model:
+                self._last_model.clear()  # bounded: Gemini's routes name their models
+            self._last_model[scope["path"]] = model
+        if early is not None and early.answer is None:
+            early = None  # it was not started: the body goes as a whole
+        if early is not None:
+            released = fitted.body is body and fitted.refusal is None
+            if released:
+                early.release()  # forwarded as received: its tail goes now
+            else:
+                await early.abandon()  # changed: the upstream never sees it whole
+            self.observers.metrics.observe_early(
+                outcome.route, released, early.sent_before_end, len(body)
+            )
+            if not released:
+                early = None
         if fitted.skipped is not None:
             self.skipped[fitted.skipped] = self.skipped.get(fitted.skipped, 0) + 1
             _log.info(
@@ -320,19 +350,21 @@ class ProxyApp:
             outcome.status, outcome.error = status, "context overflow (nothing fits)"
             await _send_json(send, status, refusal, _report_headers(fitted))
             return
-        response = await self._open(url, headers, fitted.body, upstream, outcome, send)
+        response = await self._open(
+            url, headers, fitted.body, upstream, outcome, send, pending=early
+        )
         if response is None:
             return
-        if response.status_code >= 400:
+        if response.status >= 400:
             error = await _read_error(response)
             parsed = _json_or_none(error)
             if (
-                dialect.is_overflow(response.status_code, parsed)
+                dialect.is_overflow(response.status, parsed)
                 and fitted.parts is not None
                 and fitted.key is not None
                 and fitted.report is not None
             ):
-                retry = self._refit(dialect, fitted, response.status_code, parsed)
+                retry = self._refit(dialect, fitted, response.status, parsed)
                 if retry is not None:
                     self.refits += 1
                     outcome.refit = True
@@ -345,7 +377,7 @@ class ProxyApp:
                     response = await self._open(url, headers, fitted.body, upstream, outcome, send)
                     if response is None:
                         return
-                    if response.status_code >= 400:
+                    if response.status >= 400:
                         error = await _read_error(response)
                         await self._send_error(send, response, error, fitted, outcome)
                         return
@@ -355,7 +387,7 @@ class ProxyApp:
             else:
                 await self._send_error(send, response, error, fitted, outcome)
                 return
-        await self._relay(send, response, dialect, fitted, outcome)
+        await self._relay(send, response, url, dialect, fitted, outcome)
 
     def _refit(self, dialect: Dialect, fitted: Fitted, status: int, body: Any) -> Fitted | None:
         """The request fitted again after the upstream refused it as too long, or ``None``
@@ -384,24 +416,31 @@ class ProxyApp:
         outcome: _Outcome,
         send: Send,
         method: str = "POST",
-    ) -> httpx.Response | None:
+        decoded: bool = True,
+        pending: EarlyForward | None = None,
+    ) -> UpstreamResponse | None:
         """The upstream's answer (its head; the body is read as it is relayed), or
-        ``None`` after answering the client with a 502/504 in the API's shape."""
+        ``None`` after answering the client with a 502/504 in the API's shape.
+        ``pending``: the request already under way, its body released."""
         content = body if body or method not in ("GET", "HEAD") else None  # none, as sent
-        request = self.client.build_request(method, url, headers=headers, content=content)
         started = time.perf_counter()
         try:
-            response = await self.client.send(request, stream=True)
-        except httpx.TimeoutException:
+            if pending is not None and pending.answer is not None:
+                response = await pending.answer
+            else:
+                response = await self.upstream.open(method, url, headers, content, decoded=decoded)
+        except UpstreamTimeout:
             outcome.upstream_seconds += time.perf_counter() - started
             await self._own_error(send, upstream, 504, outcome)
             return None
-        except httpx.HTTPError as exc:
+        except UpstreamError as exc:
             outcome.upstream_seconds += time.perf_counter() - started
-            _log.warning("windowfit proxy: upstream %s: %s", upstream, type(exc).__name__)
+            _log.warning("windowfit proxy: upstream %s: %s", upstream, exc)
             await self._own_error(send, upstream, 502, outcome)
             return None
         outcome.upstream_seconds += time.perf_counter() - started
+        if _log.isEnabledFor(logging.DEBUG):  # never the Gemini key of ?key=
+            _log.debug("windowfit proxy: %s %s -> %d", method, redact_key(url), response.status)
         return response
 
     async def _forward(
@@ -416,31 +455,36 @@ class ProxyApp:
     ) -> None:
         """Pass a request through exactly: its answer's bytes as they came (still
         encoded), its headers (hop-by-hop ones aside)."""
-        response = await self._open(url, headers, body, upstream, outcome, send, method)
+        response = await self._open(
+            url, headers, body, upstream, outcome, send, method, decoded=False
+        )
         if response is None:
             return
-        outcome.status = response.status_code
+        outcome.status = response.status
+        complete = False
         try:
             await send(
                 {
                     "type": "http.response.start",
-                    "status": response.status_code,
-                    "headers": response_headers(response.headers.raw, decoded=False),
+                    "status": response.status,
+                    "headers": response_headers(response.raw_headers, decoded=False),
                 }
             )
-            async for chunk in response.aiter_raw():
+            async for chunk in response.chunks():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        except httpx.HTTPError:
+            complete = True
+        except UpstreamError:
             outcome.error = "upstream broke off"
             return  # the connection is closed without an end: the client sees it cut
         finally:
-            await response.aclose()
+            response.close(complete=complete)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _relay(
         self,
         send: Send,
-        response: httpx.Response,
+        response: UpstreamResponse,
+        url: str,
         dialect: Dialect,
         fitted: Fitted,
         outcome: _Outcome,
@@ -449,11 +493,12 @@ class ProxyApp:
         a JSON body whole (read for usage); then learning from the usage. A stream cut
         by the upstream is cut for the client; a whole body the upstream dropped before
         it ended is a 502 in the API's shape (nothing of it reached the client yet)."""
-        outcome.status = response.status_code
-        content_type = response.headers.get("content-type", "")
-        headers = response_headers(response.headers.raw, decoded=True) + _report_headers(fitted)
+        outcome.status = response.status
+        content_type = response.header("content-type")
+        headers = response_headers(response.raw_headers, decoded=True) + _report_headers(fitted)
         streamed = content_type.startswith("text/event-stream")
-        array = not streamed and response.url.path.endswith(":streamGenerateContent")
+        array = not streamed and url.partition("?")[0].endswith(":streamGenerateContent")
+        complete = False
         try:
             if streamed or array:  # relayed as it arrives, watched for usage
                 watcher: UsageWatcher | JsonArrayWatcher = (
@@ -464,36 +509,38 @@ class ProxyApp:
                 await send(
                     {
                         "type": "http.response.start",
-                        "status": response.status_code,
+                        "status": response.status,
                         "headers": headers,
                     }
                 )
-                async for chunk in response.aiter_bytes():
+                async for chunk in response.chunks():
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                     watcher.feed(chunk)
+                complete = True
                 usage = watcher.usage
             else:
                 try:
-                    data = await response.aread()
-                except httpx.HTTPError as exc:  # before anything reached the client
-                    _log.warning("windowfit proxy: upstream answer dropped: %s", type(exc).__name__)
+                    data = await response.read()
+                except UpstreamError as exc:  # before anything reached the client
+                    _log.warning("windowfit proxy: upstream answer dropped: %s", exc)
                     await self._own_error(send, dialect.provider, 502, outcome)
                     return
+                complete = True
                 usage = dialect.usage(_json_or_none(data))
                 headers.append((b"content-length", str(len(data)).encode()))
                 await send(
                     {
                         "type": "http.response.start",
-                        "status": response.status_code,
+                        "status": response.status,
                         "headers": headers,
                     }
                 )
                 await send({"type": "http.response.body", "body": data, "more_body": True})
-        except httpx.HTTPError:
+        except UpstreamError:
             outcome.error = "upstream broke off"
             return  # the client sees its stream cut, as the upstream cut it
         finally:
-            await response.aclose()
+            response.close(complete=complete)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         if usage is not None:
             outcome.usage_input = usage.input_tokens
@@ -502,16 +549,19 @@ class ProxyApp:
                 self.learning.observe(fitted.key, fitted.report.tokens_after, usage.input_tokens)
 
     async def _send_error(
-        self, send: Send, response: httpx.Response, body: bytes, fitted: Fitted, outcome: _Outcome
+        self,
+        send: Send,
+        response: UpstreamResponse,
+        body: bytes,
+        fitted: Fitted,
+        outcome: _Outcome,
     ) -> None:
         """An upstream error, verbatim (decoded), with what windowfit did."""
-        outcome.status = response.status_code
+        outcome.status = response.status
         outcome.error = _error_summary(body)
-        headers = response_headers(response.headers.raw, decoded=True) + _report_headers(fitted)
+        headers = response_headers(response.raw_headers, decoded=True) + _report_headers(fitted)
         headers.append((b"content-length", str(len(body)).encode()))
-        await send(
-            {"type": "http.response.start", "status": response.status_code, "headers": headers}
-        )
+        await send({"type": "http.response.start", "status": response.status, "headers": headers})
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
     async def _own_error(self, send: Send, upstream: str, status: int, outcome: _Outcome) -> None:
@@ -605,9 +655,12 @@ class ProxyApp:
 # --------------------------------------------------------------------------- helpers
 
 
-async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None:
+async def _read_body(
+    scope: Scope, receive: Receive, limit: int, feed: Callable[[bytes], None] | None = None
+) -> bytes | None:
     """The request body, ``None`` if the client disconnected, :class:`_TooLarge` past
-    ``limit`` (by its declared length, or as it arrives)."""
+    ``limit`` (by its declared length, or as it arrives); ``feed`` is given every chunk
+    as it arrives (see ``_early``)."""
     for name, value in scope["headers"]:
         if name == b"content-length":
             try:
@@ -626,6 +679,8 @@ async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None
         if size > limit:
             raise _TooLarge
         chunks.append(chunk)
+        if feed is not None:
+            feed(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
 
@@ -638,20 +693,24 @@ async def _disconnected(receive: Receive) -> None:
             return
 
 
-async def _read_error(response: httpx.Response) -> bytes:
+async def _read_error(response: UpstreamResponse) -> bytes:
+    """An error answer's body (decoded; what came of it when the upstream broke off)."""
+    chunks: list[bytes] = []
+    size = 0
+    complete = False
     try:
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
+        async for chunk in response.chunks():
             chunks.append(chunk)
             size += len(chunk)
             if size > _MAX_ERROR_BYTES:
                 break
-        return b"".join(chunks)
-    except httpx.HTTPError:
-        return b"".join(chunks)
+        else:
+            complete = True
+    except UpstreamError:
+        pass
     finally:
-        await response.aclose()
+        response.close(complete=complete)
+    return b"".join(chunks)
 
 
 def _json_or_none(data: bytes) -> Any:

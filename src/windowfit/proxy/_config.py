@@ -54,9 +54,11 @@ class ProxyConfig:
     the proxy listens beyond loopback. ``redis_url``: where learned per-conversation state
     is shared between replicas. ``max_conversations``: how many conversations' learned
     state one process keeps (least recently used first out). ``fitter_max_bytes``: what
-    the proxy's :class:`~windowfit.Fitter` keeps of conversations it has folded (it only
-    makes their next request cheaper). The two defaults keep a proxy serving thousands of
-    distinct conversations within about 30 MB (``benchmarks/proxy.py`` measures it).
+    the proxy's :class:`~windowfit.Fitter` keeps of large conversations it has folded (it
+    only makes their next request cheaper; conversations under 64 KiB are not kept, see
+    ``_fit.KEPT_MIN_BYTES``): 128 MiB holds twenty 200k-token conversations served at
+    once. A proxy serving 10,000 distinct small conversations grows by about 15 MB
+    (``benchmarks/proxy.py`` measures it).
     """
 
     upstreams: tuple[tuple[str, str], ...] = tuple(DEFAULT_UPSTREAMS.items())
@@ -69,7 +71,7 @@ class ProxyConfig:
     admin_key: str | None = None
     redis_url: str | None = None
     max_conversations: int = 4_000
-    fitter_max_bytes: int = 16 * 1024 * 1024
+    fitter_max_bytes: int = 128 * 1024 * 1024
 
     def __post_init__(self) -> None:
         names = dict(self.upstreams)

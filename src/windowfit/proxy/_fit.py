@@ -30,7 +30,13 @@ from . import _json
 from ._config import ProxyConfig
 from ._learning import ConversationLearning
 
-__all__ = ["Fitted", "RequestFitter", "conversation_key", "with_sentence"]
+__all__ = ["KEPT_MIN_BYTES", "Fitted", "RequestFitter", "conversation_key", "with_sentence"]
+
+#: Only conversations whose body is at least this large are kept by the proxy's Fitter
+#: between requests. Counting a smaller one afresh costs at most about 0.2 ms, while
+#: thousands of them, kept, would push out of the bound the large conversations, whose
+#: recount costs milliseconds (about 10 ms for 1 MB).
+KEPT_MIN_BYTES = 64 * 1024
 
 _log = logging.getLogger("windowfit.proxy")
 
@@ -98,13 +104,15 @@ def _estimator(model: str | None) -> Estimator | None:
 
 
 class RequestFitter:
-    """Fits requests for the proxy with one :class:`~windowfit.Fitter` (what it keeps
-    only makes the next request of a conversation cheaper) and what was learned."""
+    """Fits requests for the proxy with one :class:`~windowfit.Fitter` for large
+    conversations (what it keeps only makes their next request cheaper), one that keeps
+    nothing for small ones (:data:`KEPT_MIN_BYTES`), and what was learned."""
 
     def __init__(self, config: ProxyConfig, learning: ConversationLearning) -> None:
         self.config = config
         self.learning = learning
         self.fitter = Fitter(max_bytes=config.fitter_max_bytes)
+        self.unkept = Fitter(max_bytes=0)
         self.settings = FitSettings.preset(config.settings) if config.settings else None
         #: Windows upstreams stated in overflow errors, by API and model: smaller than the
         #: model table says (a gateway's limit, a simulator), they cap later budgets.
@@ -129,6 +137,13 @@ class RequestFitter:
         else:
             budget = hard
         return budget, (hard if hard is not None and hard > budget else None)
+
+    def likely_budget(self, model: str) -> int | None:
+        """The budget a request for ``model`` would most likely get, before reading it
+        (its answer's limit taken from the model table; nothing learned applied), for
+        guessing whether it will be forwarded as it is; ``None`` when unknown."""
+        found = self.limits(RequestParts(messages=[], model=model))
+        return None if found is None else found[0]
 
     def fit(self, dialect: Dialect, raw: bytes, model: str | None = None) -> Fitted:
         """The request to forward for the body ``raw`` (see :class:`Fitted`); ``model``:
@@ -191,7 +206,8 @@ class RequestFitter:
                 hard = hard if hard > budget else None
         out.budget = budget
         try:
-            result = self.fitter.fit(
+            fitter = self.fitter if len(raw) >= KEPT_MIN_BYTES else self.unkept
+            result = fitter.fit(
                 parts.messages,
                 budget=budget,
                 system=parts.system,

@@ -17,6 +17,11 @@ What is exported (every name starts with ``windowfit_proxy_``):
     Estimated input tokens of the requests as clients sent them and as forwarded.
 ``refits_total{route}``
     Requests re-fitted and sent again after the upstream said they were too long.
+``early_total{route, outcome}`` / ``early_body_bytes_total{route, part}``
+    Requests whose body went upstream while it arrived (``outcome``: ``released``, sent
+    as received; ``abandoned``, cut short because fitting changed it), and of their
+    bodies the bytes handed to the upstream connection before the body had all arrived
+    (``part="before_end"``) and in all (``part="all"``).
 ``upstream_seconds{route}`` / ``added_seconds{route}``
     Histograms: time spent waiting for the upstream (to the end of its answer), and time
     the proxy itself added (reading, fitting, serialising), per request.
@@ -198,6 +203,14 @@ class Metrics:
             _PREFIX + "refits_total",
             "Requests re-fitted and sent again after an upstream context overflow.",
         )
+        self._early = _Counter(
+            _PREFIX + "early_total",
+            "Requests whose body went upstream as it arrived: released whole or abandoned.",
+        )
+        self._early_bytes = _Counter(
+            _PREFIX + "early_body_bytes_total",
+            "Body bytes of those requests handed upstream before the body ended, and in all.",
+        )
         self._upstream = _Histogram(
             _PREFIX + "upstream_seconds",
             "Seconds spent waiting for the upstream, to the end of its answer.",
@@ -239,6 +252,15 @@ class Metrics:
             self._requests.add(labels, 1)
             self._upstream.observe((("route", route),), upstream_seconds)
 
+    def observe_early(self, route: str, released: bool, before_end: int, size: int) -> None:
+        """One request begun upstream while its body arrived (see ``_early``)."""
+        outcome = "released" if released else "abandoned"
+        with self._lock:
+            self._early.add((("route", route), ("outcome", outcome)), 1)
+            if released:
+                self._early_bytes.add((("route", route), ("part", "before_end")), before_end)
+                self._early_bytes.add((("route", route), ("part", "all")), size)
+
     def observe_unparsed(self, route: str) -> None:
         """One request of a fitted route that could not be read (it is forwarded as sent)."""
         with self._lock:
@@ -252,6 +274,8 @@ class Metrics:
             self._before,
             self._after,
             self._refits,
+            self._early,
+            self._early_bytes,
             self._upstream,
             self._added,
         )

@@ -1,10 +1,10 @@
 """Serving the proxy: in the foreground (``windowfit proxy``) or in a background thread
-(tests, notebooks). uvicorn and httpx are imported here, when a proxy starts."""
+(tests, notebooks). uvicorn and aiohttp are imported here, when a proxy starts."""
 
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import MissingExtraError
 from ..server._run import ServerThread, base_url, is_loopback
@@ -25,16 +25,14 @@ __all__ = ["KEEP_ALIVE_SECONDS", "ProxyServer", "create_proxy_app", "proxy_serve
 KEEP_ALIVE_SECONDS = 75
 
 
-def create_proxy_app(
-    config: ProxyConfig | None = None, *, loopback: bool = True, transport: Any = None
-) -> ProxyApp:
+def create_proxy_app(config: ProxyConfig | None = None, *, loopback: bool = True) -> ProxyApp:
     """The proxy's ASGI application (needs the ``proxy`` extra)."""
     try:
         from ._app import ProxyApp
-    except ImportError as exc:  # httpx, or orjson (the fast writer of fitted bodies)
-        missing = exc.name if exc.name in ("httpx", "orjson") else "httpx"
+    except ImportError as exc:  # aiohttp, or orjson (the fast writer of fitted bodies)
+        missing = exc.name if exc.name in ("aiohttp", "orjson") else "aiohttp"
         raise MissingExtraError(missing, "proxy", "windowfit proxy") from exc
-    return ProxyApp(config or ProxyConfig(), loopback=loopback, transport=transport)
+    return ProxyApp(config or ProxyConfig(), loopback=loopback)
 
 
 def proxy_server(app: ProxyApp, log_level: str = "warning") -> uvicorn.Server:
@@ -65,7 +63,7 @@ class ProxyServer:
             client = anthropic.Anthropic(base_url=proxy.url, api_key="any")
 
     ``port=0`` picks a free port; :attr:`url` says which, :attr:`app` is the application
-    (its counters). ``transport``: an httpx transport in place of the network (tests).
+    (its counters).
     """
 
     def __init__(
@@ -75,12 +73,11 @@ class ProxyServer:
         host: str = "127.0.0.1",
         port: int = 0,
         log_level: str = "warning",
-        transport: Any = None,
     ) -> None:
         self.config = config or ProxyConfig()
         self.host = host
         self.port = port
-        self.app = create_proxy_app(self.config, loopback=is_loopback(host), transport=transport)
+        self.app = create_proxy_app(self.config, loopback=is_loopback(host))
         self._log_level = log_level
         self._runner = ServerThread("windowfit-proxy", "the proxy")
 

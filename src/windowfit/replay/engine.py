@@ -104,6 +104,12 @@ class ReplayConfig:
     family's profile, ``conservative`` when the model is unknown), ``exact`` (the same
     tokenizer that measures) or ``seed`` (the write-up's rule). Over budget and over the
     hard limit are always measured with ``tokenizer``.
+    ``model`` is the model of runs whose log does not record one (tau-bench's episodes,
+    SWE-agent's demonstrations): every request a provider sees names its model, so a
+    replay told the model counts as the real request would be counted, both the judge
+    (``auto``) and windowfit's default estimate. Without it such runs are measured with
+    ``o200k`` (``claude-legacy`` for Claude Code logs) and windowfit, not knowing the
+    model, counts with ``conservative``.
     ``fit_limit`` tells the windowfit presets the hard limit as the model's window (so
     they send over the budget rather than refuse when only the window can hold the
     request); without it they know the budget alone. Costs are
@@ -118,6 +124,7 @@ class ReplayConfig:
     tokenizer: str = "auto"
     fit_counts: str = "default"
     fit_limit: bool = True
+    model: str | None = None
     pricing: CachePricing = field(default_factory=CachePricing)
     price_per_mtok: float | None = None
 
@@ -152,6 +159,8 @@ class ReplayConfig:
                 raise SettingsError(f"cache {name} price must not be negative")
         if self.price_per_mtok is not None and self.price_per_mtok < 0:
             raise SettingsError("the price must not be negative")
+        if self.model is not None and (not isinstance(self.model, str) or not self.model):
+            raise SettingsError(f"model must be a non-empty name, not {self.model!r}")
 
     def limits(self, largest: int) -> tuple[int, int]:
         """(budget, hard limit) for a run whose largest request is ``largest`` tokens."""
@@ -183,7 +192,8 @@ class ReplayConfig:
             "exact": "windowfit counting with the same tokenizer (exact counts)",
             "seed": "windowfit counting with the write-up's rule (seed)",
         }[self.fit_counts]
-        return f"{budget}, {limit}, measured with {self.tokenizer}; {fitted}"
+        given = f" (runs without a model: {self.model})" if self.model else ""
+        return f"{budget}, {limit}, measured with {self.tokenizer}{given}; {fitted}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -196,6 +206,7 @@ class ReplayConfig:
             "tokenizer": self.tokenizer,
             "fit_counts": self.fit_counts,
             "fit_limit": self.fit_limit,
+            "model": self.model,
             "pricing": dataclasses.asdict(self.pricing),
             "price_per_mtok": self.price_per_mtok,
             "cost_unit": "USD" if self.price_per_mtok is not None else "base-price input tokens",
@@ -305,6 +316,12 @@ class RunReport:
     last calls, and their results) is over the budget: a policy that keeps the task and
     the latest results cannot send them within the budget.
 
+    ``intact_ceiling`` (with ``intact_points``, the requests with tool results) sums, per
+    request, the largest share of its tool-result tokens that any request within the
+    budget that keeps the head can send unchanged: ``min(1, (budget - head) / results)``.
+    A policy that holds the budget cannot keep more intact on average than
+    ``intact_ceiling / intact_points``; a peer above it does so by exceeding the budget.
+
     ``series`` holds, per policy, the size of every request sent (``None`` where the
     policy refused), for plots.
     """
@@ -323,6 +340,8 @@ class RunReport:
     unfittable: int = 0
     #: The request points (message counts) that ``unfittable`` counts.
     unfittable_points: frozenset[int] = frozenset()
+    intact_ceiling: float = 0.0
+    intact_points: int = 0
     policies: dict[str, PolicyStats] = field(default_factory=dict)
     series: dict[str, list[int | None]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -342,6 +361,9 @@ class RunReport:
             "largest_request": self.largest,
             "head_tokens": self.head,
             "unfittable": self.unfittable,
+            "intact_ceiling": (
+                round(self.intact_ceiling / self.intact_points, 6) if self.intact_points else None
+            ),
             "requests": self.requests,
             "policies": {k: v.to_dict(pricing, price_per_mtok) for k, v in self.policies.items()},
             "warnings": list(self.warnings),
@@ -615,6 +637,8 @@ def replay_run(
     on_request: Callable[[int], None] | None = None,
 ) -> RunReport:
     """Replay every model call of ``run`` through each policy."""
+    if run.model is None and config.model is not None:
+        run = dataclasses.replace(run, model=config.model)
     estimators = estimators or _Estimators(config.tokenizer)
     estimator, used, warning = estimators.get(tokenizer_for(run, config.tokenizer))
     sizer: Sizer = default_sizer(estimator, run.format)
@@ -628,12 +652,17 @@ def replay_run(
     unfittable: set[int] = set()
     last_assistant = -1
     point_set = set(points)
+    ceiling, with_results = 0.0, 0
     for i in range(len(run.messages) + 1):
         if i in point_set:
             start = max(last_assistant, head_end)
             floor = head + (conv.prefix[i] - conv.prefix[start] if i > start else 0)
             if floor > budget:
                 unfittable.add(i)
+            results = conv.result_tokens[i]
+            if results:
+                ceiling += min(1.0, max(0, budget - head) / results)
+                with_results += 1
         if i < len(run.messages) and conv.neutral[i].role == "assistant":
             last_assistant = i
     report = RunReport(
@@ -650,6 +679,8 @@ def replay_run(
         head=head,
         unfittable=sum(p in unfittable for p in points),
         unfittable_points=frozenset(unfittable),
+        intact_ceiling=ceiling,
+        intact_points=with_results,
         warnings=list(run.warnings) + ([warning] if warning else []),
     )
     for policy in policies:
