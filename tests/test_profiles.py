@@ -23,6 +23,7 @@ from windowfit.profiles import (
     CHARACTER_CLASSES,
     FAMILIES,
     PARAMETERS,
+    RUN_PARAMETERS,
     WEIGHT_UNIT,
     Profile,
     ProfileEstimator,
@@ -31,8 +32,9 @@ from windowfit.profiles import (
     get_profile,
     pair_code_counts,
     parameter_counts,
+    run_counts,
 )
-from windowfit.tokens import Estimator, SeedEstimator, estimate_tokens
+from windowfit.tokens import Estimator, SeedEstimator, estimate_tokens, part_counter
 
 from conftest import NEEDS_DATA
 
@@ -253,13 +255,64 @@ def test_parameter_counts(text: str, expected: dict[str, int]) -> None:
     assert sum(pair_code_counts(text).values()) == len(text)
 
 
-def _by_hand(estimator: ProfileEstimator, text: str) -> int:
-    """The estimate from the pair-code counts, with Python arithmetic."""
+def _by_hand(estimator: ProfileEstimator, text: str, framing: float = 0.0) -> int:
+    """The estimate from the pair-code counts, the runs and the heavy classes' extras,
+    with Python arithmetic."""
     profile = estimator.profile
     units = sum(n * profile.table[code] for code, n in pair_code_counts(text).items())
-    emoji = parameter_counts(pair_code_counts(text))["emoji"]
-    extra = round((profile.emoji_extra or 0.0) * WEIGHT_UNIT) * emoji
-    return math.ceil((units + extra) / WEIGHT_UNIT + profile.framing) if text else 0
+    counts = parameter_counts(pair_code_counts(text), text)
+    for name in RUN_PARAMETERS:
+        units += round(profile.rates[name] * WEIGHT_UNIT) * counts[name]
+    for name, extra in (profile.extras or {}).items():
+        units += round(extra * WEIGHT_UNIT) * counts[name]
+    return max(1, math.ceil(units / WEIGHT_UNIT + framing)) if text else 0
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("ab" * 7 + "a", {"lower_run": 0}),
+        ("ab" * 8, {"lower_run": 1}),
+        ("ab" * 24 + "B" + "ab" * 8, {"lower_run": 4}),
+        ("x" * 100, {"lower_run": 0}),  # one repeated letter: left to the pairs
+        ("abcdefgh" + "h" + "abcdefgh", {"lower_run": 0}),  # a repeat breaks the run
+        ("!?" * 4, {"punct_long": 2}),
+        ("=" * 40, {"punct_long": 0}),  # a separator is a few long tokens
+        ("!?! ?!?", {"punct_long": 0}),
+        ("ок" * 20, {"lower_run": 0, "punct_long": 0}),
+    ],
+)
+def test_runs_are_counted_per_whole_run_length(text: str, expected: dict[str, int]) -> None:
+    counts = parameter_counts(pair_code_counts(text), text)
+    assert {name: counts[name] for name in expected} == expected
+    assert run_counts(text) == {name: counts[name] for name in RUN_PARAMETERS}
+
+
+@pytest.mark.parametrize("family", PROFILE_FAMILIES)
+@pytest.mark.parametrize("text", ["", "a", "read_file", "привет " * 30, "😀 x" * 100])
+def test_a_text_part_is_the_text_and_the_framing(family: str, text: str) -> None:
+    """estimate(text) is the text alone; a message's text part adds the family's framing
+    (what the provider wraps around it), once, and nothing to an empty text."""
+    estimator = estimator_for(family=family)
+    assert isinstance(estimator, ProfileEstimator)
+    assert estimator.estimate(text) == _by_hand(estimator, text)
+    assert estimator.estimate_part(text) == _by_hand(estimator, text, estimator.framing)
+    assert part_counter(estimator)(text) == estimator.estimate_part(text)
+
+
+def test_message_counting_adds_the_framing_per_text_part() -> None:
+    estimator = estimator_for(family="claude")
+    assert estimator.framing > 0
+    call = {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Reading it."},
+            {"type": "tool_use", "id": "t1", "name": "Read", "input": {"path": "a.py"}},
+        ],
+    }
+    framed = estimator.estimate_message(call, "anthropic")
+    bare = ProfileEstimator(replace(get_profile("claude"), framing=0.0))
+    assert framed >= bare.estimate_message(call, "anthropic") + 3 * math.floor(estimator.framing)
 
 
 @pytest.mark.parametrize("family", PROFILE_FAMILIES)
@@ -352,8 +405,11 @@ _SCRIPTS = st.sampled_from(
 TEXTS = st.lists(st.tuples(_SCRIPTS, st.integers(min_value=1, max_value=40)), max_size=12).map(
     lambda parts: "".join((s * n)[:n] for s, n in parts)
 )
-#: The most one pair weight can add or take away at a junction, rounded up.
-SLACK = 2
+#: The most one pair weight can add or take away at a junction, rounded up, and one run
+#: the junction completes.
+SLACK = 2 + math.ceil(
+    max(get_profile(f).rates[name] for f in PROFILE_FAMILIES for name in RUN_PARAMETERS)
+)
 
 
 @given(text=TEXTS)

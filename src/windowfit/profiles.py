@@ -16,9 +16,12 @@ two). That is how the count sees what tokenizers see: a letter after a space sta
 word (most words are one token, the space before a word is free), a digit after a
 non-digit starts a number (and a space before it is a token of its own), a lowercase to
 uppercase step splits ``camelCase``, a run of spaces is an indentation token, a Cyrillic
-letter after a space starts a Cyrillic word. The weights are :data:`PARAMETERS` (tokens
-per occurrence), fitted per family; the estimate is their sum, plus ``framing`` (see
-below), rounded up.
+letter after a space starts a Cyrillic word. A pair cannot see how long a run is, so two
+run terms count what it misses: every whole 16 lowercase letters in a row (a long English
+word is one or two tokens, a string of random letters one per two or three) and every
+whole 4 punctuation characters in a row (``bytes.count`` of the repeated class byte, one
+C pass each). The weights are :data:`PARAMETERS` (tokens per occurrence), fitted per
+family; the estimate is their sum, rounded up (at least 1 for a text that is not empty).
 
 The work is C-speed passes over bytes, none per character in Python: the text is encoded
 as UTF-8, ``bytes.translate`` turns each ASCII or lead byte into its class and drops the
@@ -33,19 +36,27 @@ faster than tiktoken on every script measured (``benchmarks/tokens_report.py``).
 What that costs in resolution: a class is the range of a lead byte, so Thai, Lao and
 Tibetan share the class of the Indic scripts (U+0800-0FFF; telling them apart needs the
 second byte, which would cost about a third of the speed on Indic text, and no measured
-text has them); one pair weight holds at most 255/128 tokens, so what an emoji costs
-beyond that (``Profile.emoji_extra``) is counted per emoji apart; classes no measured
-text has (:data:`UNMEASURED_RATE`) count about two tokens per character.
+text has them); one pair weight holds at most 255/128 tokens, so what a character of a
+heavier class costs beyond that (``Profile.extras``: emoji, and the unmeasured classes) is
+counted per character apart; the classes no text measures (private use, planes 4-16)
+count :data:`UNMEASURED_RATE`, the UTF-8 byte bound of byte-level BPE. Myanmar, Georgian,
+Ethiopic, Khmer, Vietnamese and polytonic Greek letters (U+1000-1FFF) share one class
+that only generated words measure: its rate is set so that random words of each of
+those blocks are counted high, which over-counts real text of them.
 
 Families and where their numbers come from
 ------------------------------------------
 
 ``o200k``, ``cl100k``, ``deepseek``, ``tekken``
     Fitted by ``benchmarks/calibrate.py`` on the real tokenizers' counts of every text
-    in ``../shared/data/texts`` (whole, and in pieces) and of every message part of the
-    recorded agent runs in ``../shared/data/trajectories``, with an asymmetric loss
-    that punishes under-counting four times more, then lifted so that every text is
-    counted at least 1.5% high (0.7-12% high after rounding, on the measured texts).
+    in ``../shared/data/texts`` (whole, and in pieces), of every message part of the
+    recorded agent runs in ``../shared/data/trajectories``, and of generated hard ASCII
+    (random letters, punctuation runs, base64, hex, digits, digits and letters between
+    spaces) and generated words of the blocks of the U+1000-1FFF class, with an
+    asymmetric loss that punishes under-counting four times more, then lifted so that
+    every text is counted at least 1.5% high. The method was chosen by held-out figures
+    (``calibrate.py --holdout``: every text, generated kind and folder of runs fitted
+    without it, then measured).
     ``deepseek``'s framing and level are then set on the ``prompt_tokens`` that
     DeepSeek's API reported for the mini-swe-agent runs (the chat template adds tokens
     around every message and tool call).
@@ -78,10 +89,13 @@ Framing
 Providers wrap every block of a request in tokens of their own (Claude renders tool
 calls and results in a markup of its own; DeepSeek's chat template adds markers around
 messages and calls). :mod:`windowfit.sizing` adds small generic overheads per message,
-block and tool call; ``framing`` is what the family adds on top, per text counted
-separately (a text block, a tool call's name, its arguments, a tool result). It is
-measured from the providers' counts and is 0 for the families without such data. So
-``estimate("")`` is 0, and any other text counts at least ``framing``.
+block and tool call; ``framing`` is what the family adds on top, per text part (a text
+block, a tool call's name, its arguments, a tool result). It is measured from the
+providers' counts and is 0 for the families without such data. It is not part of
+``estimate(text)``, which counts the text alone (a 25-character sentence is about 6
+tokens, not 6 plus Claude's framing): message counting adds it once per non-empty text
+part (``ProfileEstimator.estimate_part``, :func:`windowfit.tokens.part_counter`), so the
+totals of a request are what they were fitted to.
 """
 
 from __future__ import annotations
@@ -245,8 +259,7 @@ CHARACTER_CLASSES: tuple[CharacterClass, ...] = (
     CharacterClass(
         "other_scripts",
         "Myanmar, Georgian, Hangul Jamo, Ethiopic, Khmer, Mongolian, Vietnamese and "
-        "polytonic Greek letters (U+1000-1FFF)",
-        measured=False,
+        "polytonic Greek letters (U+1000-1FFF; measured on generated words only)",
     ),
     CharacterClass(
         "symbols", "general punctuation, arrows, math, box drawing, dingbats (U+2000-2FFF)"
@@ -263,9 +276,10 @@ CHARACTER_CLASSES: tuple[CharacterClass, ...] = (
 _CLASS_NAMES = tuple(c.name for c in CHARACTER_CLASSES)
 _NAME_OF_CLASS = dict(zip(range(_LOWER, _OTHER + 1), _CLASS_NAMES, strict=True))
 
-#: Tokens per character of the classes no measured text holds: as much as one pair weight
-#: holds (255/128), above every measured script's rate (0.25-1.5 on the texts measured).
-UNMEASURED_RATE = 255 / WEIGHT_UNIT
+#: Tokens per character of the classes no text measures (private use, planes 4-16): the
+#: safe bound of byte-level BPE, which never needs more tokens than UTF-8 bytes (at most
+#: 4 per character). More than one pair weight holds: the rest is a class extra.
+UNMEASURED_RATE = 4.0
 UNMEASURED_RATES: Mapping[str, float] = MappingProxyType(
     {c.name: UNMEASURED_RATE for c in CHARACTER_CLASSES if not c.measured}
 )
@@ -273,6 +287,16 @@ UNMEASURED_RATES: Mapping[str, float] = MappingProxyType(
 # ----------------------------------------------------------------------------------------
 # Parameters: what each pair of classes costs
 # ----------------------------------------------------------------------------------------
+
+#: Runs the pair model cannot see by itself: a pair looks one character back, so a long
+#: English word and a string of random letters cost the same per letter. Every whole
+#: ``LOWER_RUN`` lowercase letters in a row (``bytes.count`` of the class byte repeated,
+#: non-overlapping: a run of ``n`` counts ``n // LOWER_RUN``) and every whole
+#: ``PUNCT_RUN`` punctuation characters in a row add their own weight. Words of English
+#: (and most identifiers) are shorter than 16 letters; random letters, hashes in letters,
+#: and long runs of symbols are not.
+LOWER_RUN = 16
+PUNCT_RUN = 4
 
 #: The parameters of a profile, in tokens per occurrence. The character classes count
 #: per character; the others per occurrence of the pair they describe.
@@ -290,8 +314,19 @@ PARAMETERS: Mapping[str, str] = MappingProxyType(
         "blank_line": "a newline after whitespace",
         "after_script": "an ASCII letter, digit or punctuation right after a non-ASCII character",
         "script_word": "a non-ASCII character after whitespace, punctuation, a digit or the start",
+        "lower_run": (
+            f"every {LOWER_RUN} lowercase ASCII letters in a row (a long run of letters that is "
+            "not a word, such as an identifier or random letters, splits into short tokens)"
+        ),
+        "punct_long": (
+            f"every {PUNCT_RUN} ASCII punctuation characters in a row (random punctuation "
+            "takes about a token per character or two)"
+        ),
     }
 )
+
+#: The parameters counted per run, not per pair (see :data:`LOWER_RUN`).
+RUN_PARAMETERS: tuple[str, ...] = ("lower_run", "punct_long")
 
 
 @dataclass(frozen=True)
@@ -337,7 +372,7 @@ def _pair_role(code: int) -> _PairRole:
 _ROLES: tuple[_PairRole, ...] = tuple(_pair_role(code) for code in range(256))
 
 #: The parameters each pair code carries, for fitting (the sum of a pair's weights must
-#: fit in one byte, 255/128 tokens, except an emoji's: see ``Profile.emoji_extra``).
+#: fit in one byte, 255/128 tokens, except a heavy class's: see ``Profile.extras``).
 PAIR_PARAMETERS: tuple[tuple[str, ...], ...] = tuple(role.parameters for role in _ROLES)
 
 # ----------------------------------------------------------------------------------------
@@ -447,14 +482,65 @@ def pair_code_counts(text: str) -> Counter[int]:
     return counts
 
 
-def parameter_counts(codes: Mapping[int, int]) -> dict[str, int]:
+def parameter_counts(codes: Mapping[int, int], text: str | None = None) -> dict[str, int]:
     """How often each parameter of :data:`PARAMETERS` occurs, from pair-code counts:
-    characters for the character classes, pairs for the others."""
+    characters for the character classes, pairs for the others; with ``text``, the runs
+    of :data:`RUN_PARAMETERS` too (else 0)."""
     counts = dict.fromkeys(PARAMETERS, 0)
     for code, n in codes.items():
         for name in _ROLES[code].parameters:
             counts[name] += n
+    if text:
+        counts.update(run_counts(text))
     return counts
+
+
+#: The class bytes of a lowercase letter and of punctuation (after ``_CLASS_TABLE``).
+_LOWER_CODE = _CLASS_TABLE[ord("a")]
+_PUNCT_CODE = _CLASS_TABLE[ord("!")]
+
+
+def _distinct_classes(data: bytes) -> bytes:
+    """The class bytes of ``data`` (UTF-8) with every ASCII character that repeats the one
+    before it counted as a space, for the run terms: a run of one repeated character
+    (``====``, ``----``: a few long tokens; ``xxxx``: a token per 2-8 letters, left to
+    the pair weights as before the run terms) is not a run of different characters.
+    Bytes inside a non-ASCII character may turn into spaces too; they are never letters
+    or punctuation. Big-integer passes at C speed, only for a text that has a run."""
+    size = len(data)
+    x = int.from_bytes(data, "little")
+    same = (x ^ (x << 8)).to_bytes(size + 1, "little")[:size].translate(_ZERO_TO_FF)
+    m = int.from_bytes(same, "little")
+    masked = (x & ~m) | (m & int.from_bytes(b" " * size, "little"))
+    return masked.to_bytes(size, "little").translate(_CLASS_TABLE, _CONTINUATION_BYTES)
+
+
+_ZERO_TO_FF = bytes([0xFF] + [0] * 255)
+
+
+def _runs(data: bytes, classes: bytes) -> tuple[int, int]:
+    """(lowercase runs, punctuation runs) of :data:`RUN_PARAMETERS` (``classes``: the
+    text's class bytes; punctuation repeating the character before it apart)."""
+    lower = classes.count(_LOWER_RUN_BYTES) if len(classes) >= LOWER_RUN else 0
+    punct = classes.count(_PUNCT_RUN_BYTES)
+    if lower or punct:
+        distinct = _distinct_classes(data)
+        lower = distinct.count(_LOWER_RUN_BYTES) if lower else 0
+        punct = distinct.count(_PUNCT_RUN_BYTES) if punct else 0
+    return lower, punct
+
+
+def run_counts(text: str, lower_run: int = LOWER_RUN, punct_run: int = PUNCT_RUN) -> dict[str, int]:
+    """The runs of :data:`RUN_PARAMETERS` in ``text``: whole ``lower_run`` lowercase
+    letters and whole ``punct_run`` punctuation characters in a row, where none repeats
+    the one before it (other lengths are for the calibration's choice of them)."""
+    if not text:
+        return {"lower_run": 0, "punct_long": 0}
+    data = text.encode("utf-8", "surrogatepass")
+    return {
+        "lower_run": _distinct_classes(data).count(bytes([_LOWER_CODE]) * lower_run),
+        "punct_long": _distinct_classes(data).count(bytes([_PUNCT_CODE]) * punct_run),
+    }
 
 
 # ----------------------------------------------------------------------------------------
@@ -463,23 +549,36 @@ def parameter_counts(codes: Mapping[int, int]) -> dict[str, int]:
 
 _CAP = 255
 
+#: The non-ASCII classes, by name, and the class byte that stands for each after
+#: translate (one per class: a non-ASCII character's group is always the script group).
+_SCRIPT_CODES: Mapping[str, int] = MappingProxyType(
+    {_NAME_OF_CLASS[cls]: cls << 3 | _G_SCRIPT for cls in range(_LATIN, _OTHER + 1)}
+)
 
-def _emoji_extra(rates: Mapping[str, float]) -> float:
-    """What an emoji's heaviest pair cannot hold, in tokens: counted per emoji apart."""
-    heaviest = max(
-        sum(rates.get(name, 0.0) for name in _ROLES[_EMOJI << 3 | prev].parameters)
-        for prev in range(8)
-    )
-    return max(0.0, heaviest - _CAP / WEIGHT_UNIT)
+
+def _class_extras(rates: Mapping[str, float]) -> dict[str, float]:
+    """What the heaviest pair of each non-ASCII class cannot hold (more than 255/128
+    tokens: emoji, and the safe bound of the classes no text measures), in tokens per
+    character: counted per character apart."""
+    extras = {}
+    for name, code in _SCRIPT_CODES.items():
+        heaviest = max(
+            sum(rates.get(p, 0.0) for p in _ROLES[code & 0xF8 | prev].parameters)
+            for prev in range(8)
+        )
+        if heaviest > _CAP / WEIGHT_UNIT:
+            extras[name] = heaviest - _CAP / WEIGHT_UNIT
+    return extras
 
 
 def _build_table(rates: Mapping[str, float]) -> bytes:
-    """Pair weights in 1/WEIGHT_UNIT tokens, at most 255 each (an emoji's excess is
-    counted apart, see :func:`_emoji_extra`)."""
-    extra = _emoji_extra(rates) * WEIGHT_UNIT
+    """Pair weights in 1/WEIGHT_UNIT tokens, at most 255 each (what a heavy class's
+    pairs cannot hold is counted apart, see :func:`_class_extras`)."""
     units = [WEIGHT_UNIT * sum(rates.get(name, 0.0) for name in role.parameters) for role in _ROLES]
-    for prev in range(8):
-        units[_EMOJI << 3 | prev] -= extra
+    for name, extra in _class_extras(rates).items():
+        code = _SCRIPT_CODES[name]
+        for prev in range(8):
+            units[code & 0xF8 | prev] -= extra * WEIGHT_UNIT
     return bytes(max(0, min(_CAP, round(u))) for u in units)
 
 
@@ -488,8 +587,8 @@ class Profile:
     """Per-family rates: ``rates`` maps names of :data:`PARAMETERS` to tokens per
     occurrence; ``framing`` is added once per non-empty text (see the module docstring);
     ``fitted_on`` says what the numbers were fitted on. ``table`` (the pair weights) and
-    ``emoji_extra`` (what an emoji costs beyond what one pair weight holds, counted per
-    emoji apart) are derived from the rates unless given."""
+    ``extras`` (what a character of a heavy class costs beyond what one pair weight
+    holds, counted per character apart) are derived from the rates unless given."""
 
     family: str
     description: str
@@ -497,7 +596,7 @@ class Profile:
     framing: float = 0.0
     fitted_on: str = ""
     table: bytes = field(default=b"", repr=False, compare=False)
-    emoji_extra: float | None = None
+    extras: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.rates) - set(PARAMETERS)
@@ -512,8 +611,15 @@ class Profile:
             object.__setattr__(self, "table", _build_table(self.rates))
         elif len(self.table) != 256:
             raise SettingsError("a profile table has 256 weights")
-        if self.emoji_extra is None:
-            object.__setattr__(self, "emoji_extra", _emoji_extra(self.rates))
+        extras = _class_extras(self.rates) if self.extras is None else dict(self.extras)
+        if set(extras) - set(_SCRIPT_CODES):
+            raise SettingsError("extras are for the non-ASCII character classes")
+        object.__setattr__(self, "extras", MappingProxyType(extras))
+
+    @property
+    def emoji_extra(self) -> float:
+        """What an emoji costs beyond what one pair weight holds (see ``extras``)."""
+        return (self.extras or {}).get("emoji", 0.0)
 
 
 @dataclass(frozen=True)
@@ -526,8 +632,8 @@ class ClassEstimate:
     tokens: float
 
 
-_EMOJI_CODE = _CLASS_TABLE[0xF0]  # the byte that stands for an emoji after translate
-
+_LOWER_RUN_BYTES = bytes([_CLASS_TABLE[ord("a")]]) * LOWER_RUN
+_PUNCT_RUN_BYTES = bytes([_CLASS_TABLE[ord("!")]]) * PUNCT_RUN
 #: ASCII bytes to their class (1-6, which is also their group); other bytes never meet it.
 _ASCII_CLASSES = bytes(_CLASS_TABLE[b] >> 3 if b < 0x80 else 0 for b in range(256))
 #: Times the classes as one integer: byte i becomes 8 * class i + class i-1 (at most
@@ -537,34 +643,58 @@ _ASCII_PAIR_MULTIPLIER = 8 + 256
 
 
 class ProfileEstimator(Estimator):
-    """The estimate of a :class:`Profile`: the sum of the pair weights, an emoji's extra,
-    and the framing, rounded up."""
+    """The estimate of a :class:`Profile`: the sum of the pair weights, the runs' weights
+    and the heavy classes' extras, rounded up. ``estimate(text)`` is the text alone;
+    ``estimate_part(text)`` adds the profile's ``framing`` (what the provider wraps around
+    every text part of a request), and is what :mod:`windowfit.sizing` counts messages
+    with (see :func:`windowfit.tokens.part_counter`)."""
 
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
         self.name = f"profile:{profile.family}"
         self.family = profile.family
+        self.framing = profile.framing
         self._table = profile.table
-        self._framing = profile.framing
-        self._emoji_units = round((profile.emoji_extra or 0.0) * WEIGHT_UNIT)
+        rates = profile.rates
+        self._lower_units = round(rates.get("lower_run", 0.0) * WEIGHT_UNIT)
+        self._punct_units = round(rates.get("punct_long", 0.0) * WEIGHT_UNIT)
+        #: (class byte, extra units per character)
+        self._extras = tuple(
+            (_SCRIPT_CODES[name], round(extra * WEIGHT_UNIT))
+            for name, extra in (profile.extras or {}).items()
+            if round(extra * WEIGHT_UNIT) > 0
+        )
+        self._not_heavy = bytes(b for b in range(256) if b not in {c for c, _ in self._extras})
         # The padding byte after the last pair is a code of class 0 (it never occurs):
         # every table _build_table makes weighs those codes 0. A table given by hand that
         # does not is summed the slow way, which leaves the padding out.
         self._padding_free = not any(profile.table[:8])
         self._high, self._low = _nibble_tables(profile.table)
         if type(self).estimate is ProfileEstimator.estimate:  # (a subclass keeps its own)
-            self.estimate = self._make_estimate()  # type: ignore[method-assign,assignment]
+            self.estimate = self._make_estimate(0.0)  # type: ignore[method-assign,assignment]
+            self.estimate_part = self._make_estimate(  # type: ignore[method-assign,assignment]
+                self.framing
+            )
 
-    def _make_estimate(self) -> Callable[[str], int]:
-        """``estimate`` as a closure over the profile's numbers: most texts a fit counts
-        are short, and for them looking up attributes and globals costs as much as the
-        C passes do."""
-        table, framing, general = self._table, self._framing, self._estimate_any
+    def _make_estimate(self, framing: float) -> Callable[[str], int]:
+        """``estimate`` (or, with the profile's framing, ``estimate_part``) as a closure
+        over the profile's numbers: most texts a fit counts are short, and for them
+        looking up attributes and globals costs as much as the C passes do."""
+        estimate_any = self._estimate_any
+
+        def general(text: str) -> int:
+            return estimate_any(text, framing)
+
         if not self._padding_free:
             return general
-        high, low = self._high, self._low
+        table, high, low = self._table, self._high, self._low
         ascii_classes, multiplier = _ASCII_CLASSES, _ASCII_PAIR_MULTIPLIER
         adler32, from_bytes, ceil, nibble_sum = zlib.adler32, int.from_bytes, math.ceil, _nibble_sum
+        lower_units, punct_units = self._lower_units, self._punct_units
+        lower_run = bytes([_ASCII_CLASSES[ord("a")]]) * LOWER_RUN
+        punct_run = bytes([_ASCII_CLASSES[ord("!")]]) * PUNCT_RUN
+        distinct, general_lower_run = _distinct_classes, _LOWER_RUN_BYTES
+        general_punct_run = _PUNCT_RUN_BYTES
 
         def estimate(text: str) -> int:
             if not text.isascii():
@@ -574,14 +704,19 @@ class ProfileEstimator(Estimator):
                 return 0
             # ASCII: a character's group is its class, so its pair code (class << 3 |
             # group before) is 8 * class + class before, the bytes of one product.
-            pairs = (
-                from_bytes(text.encode().translate(ascii_classes), "little") * multiplier
-            ).to_bytes(size + 1, "little")
+            classes = text.encode().translate(ascii_classes)
+            pairs = (from_bytes(classes, "little") * multiplier).to_bytes(size + 1, "little")
             if size <= _SHORT:
                 units = (adler32(pairs.translate(table)) & 0xFFFF) - 1
             else:
                 units = nibble_sum(pairs, 0, size + 1, high, low)  # padding weighs 0
-            return ceil(units / WEIGHT_UNIT + framing)
+            if size >= PUNCT_RUN and (
+                classes.count(punct_run) or (size >= LOWER_RUN and classes.count(lower_run))
+            ):
+                runs = distinct(text.encode())
+                units += lower_units * runs.count(general_lower_run)
+                units += punct_units * runs.count(general_punct_run)
+            return ceil(units / WEIGHT_UNIT + framing) or 1  # a text is one token at least
 
         return estimate
 
@@ -589,7 +724,11 @@ class ProfileEstimator(Estimator):
         # (replaced per instance by the closure _make_estimate builds; kept for the type)
         return self._estimate_any(text)
 
-    def _estimate_any(self, text: str) -> int:
+    def estimate_part(self, text: str) -> int:
+        # (replaced per instance like estimate)
+        return self._estimate_any(text, self.framing)
+
+    def _estimate_any(self, text: str, framing: float = 0.0) -> int:
         """The estimate of any text: UTF-8 bytes to classes to pairs to weights."""
         if not text:
             return 0
@@ -608,14 +747,21 @@ class ProfileEstimator(Estimator):
             units = (zlib.adler32(pairs.translate(self._table)) & 0xFFFF) - 1
         else:
             units = _weighted_units(classes, self._high, self._low)
-        if self._emoji_units and b"\xf0" in data:
-            units += self._emoji_units * classes.count(_EMOJI_CODE)
-        return math.ceil(units / WEIGHT_UNIT + self._framing)
+        if size >= PUNCT_RUN:
+            lower, punct = _runs(data, classes)
+            units += self._lower_units * lower + self._punct_units * punct
+        if self._extras:
+            heavy = classes.translate(None, self._not_heavy)  # the heavy classes' bytes only
+            if heavy:
+                for code, extra in self._extras:
+                    units += extra * heavy.count(code)
+        return math.ceil(units / WEIGHT_UNIT + framing) or 1
 
     def by_class(self, text: str) -> list[ClassEstimate]:
         """The estimate of ``text`` split by character class (every class, in the order
-        of :data:`CHARACTER_CLASSES`, then ``framing``); the tokens add up to
-        :meth:`estimate` before rounding up. Slower than :meth:`estimate`."""
+        of :data:`CHARACTER_CLASSES`, then ``framing``, which is 0: the framing is added
+        per text part where messages are counted); the tokens add up to :meth:`estimate`
+        before rounding up. Slower than :meth:`estimate`."""
         chars = dict.fromkeys(_CLASS_NAMES, 0)
         units = dict.fromkeys(_CLASS_NAMES, 0)
         for code, n in pair_code_counts(text).items():
@@ -623,11 +769,15 @@ class ProfileEstimator(Estimator):
             if owner is not None:
                 chars[owner] += n
                 units[owner] += n * self._table[code]
-        units["emoji"] += chars["emoji"] * self._emoji_units
+        runs = run_counts(text)
+        units["lower"] += runs["lower_run"] * self._lower_units
+        units["punct"] += runs["punct_long"] * self._punct_units
+        for code, extra in self._extras:
+            units[_NAME_OF_CLASS[code >> 3]] += chars[_NAME_OF_CLASS[code >> 3]] * extra
         rows = [
             ClassEstimate(name, chars[name], units[name] / WEIGHT_UNIT) for name in _CLASS_NAMES
         ]
-        rows.append(ClassEstimate("framing", 1 if text else 0, self._framing if text else 0.0))
+        rows.append(ClassEstimate("framing", 1 if text else 0, 0.0))
         return rows
 
 
@@ -635,6 +785,10 @@ def _conservative(profiles: Iterable[Profile]) -> Profile:
     members = list(profiles)
     table = bytes(max(p.table[code] for p in members) for code in range(256))
     rates = {name: max(p.rates.get(name, 0.0) for p in members) for name in PARAMETERS}
+    extras = {
+        name: max((p.extras or {}).get(name, 0.0) for p in members)
+        for name in {name for p in members for name in p.extras or {}}
+    }
     return Profile(
         family="conservative",
         description="never under any other family: the largest weight of each pair",
@@ -642,7 +796,7 @@ def _conservative(profiles: Iterable[Profile]) -> Profile:
         framing=max(p.framing for p in members),
         fitted_on="the largest of " + ", ".join(p.family for p in members),
         table=table,
-        emoji_extra=max(p.emoji_extra or 0.0 for p in members),
+        extras=extras,
     )
 
 
@@ -658,7 +812,11 @@ _DESCRIPTIONS = {
 def _load_profiles() -> dict[str, Profile]:
     profiles: dict[str, Profile] = {}
     for family, entry in _profile_table.PROFILES.items():
-        rates = {**UNMEASURED_RATES, **entry.rates}
+        # A parameter the table does not have (a table fitted before it existed) costs
+        # nothing, a class the bound of the unmeasured ones.
+        missing = {name: 0.0 for name in PARAMETERS if name not in _CLASS_NAMES}
+        missing.update(dict.fromkeys(_CLASS_NAMES, UNMEASURED_RATE))
+        rates = {**missing, **entry.rates, **UNMEASURED_RATES}
         profiles[family] = Profile(
             family=family,
             description=_DESCRIPTIONS.get(family, family),

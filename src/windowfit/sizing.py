@@ -26,7 +26,7 @@ from .formats._facts import describe, json_text
 from .images import image_tokens
 from .instructions import CLEARED_RESULT_NOTE
 from .messages import Block, Image, Message, Opaque, Text, Thinking, ToolCall, ToolResult
-from .tokens import Estimator, SeedEstimator
+from .tokens import Estimator, SeedEstimator, part_counter
 
 __all__ = [
     "BLOCK_OVERHEAD",
@@ -90,13 +90,14 @@ class Sizer:
         #: the Fitter that owns this Sizer, and bounded by its bytes).
         self.text_memo = memo
         self._cheap = bool(getattr(self.estimator, "cheap", False))
-        self._estimate = self.estimator.estimate
+        #: One text part of a message: the text and the family's framing around it.
+        self._estimate = part_counter(self.estimator)
         self._memo: dict[tuple[str, tuple[int, int]], int] = {}
         self._names: dict[str, int] | None = (
             {} if memo is not None and memo.max_bytes >= _NAMES_MIN_MEMO else None
         )
         self.text = self._make_text()  # type: ignore[method-assign,assignment]
-        note = self.estimator.estimate(CLEARED_RESULT_NOTE)
+        note = self._estimate(CLEARED_RESULT_NOTE)
         self.cleared_string_tokens = TOOL_OVERHEAD + note
         self.cleared_list_tokens = TOOL_OVERHEAD + BLOCK_OVERHEAD + note
 
@@ -152,28 +153,24 @@ class Sizer:
 
     def block(self, block: Block) -> int:
         if isinstance(block, Text):
-            return BLOCK_OVERHEAD + self.estimator.estimate(block.text)
+            return BLOCK_OVERHEAD + self._estimate(block.text)
         if isinstance(block, ToolResult):
             return self.result(block)
         if isinstance(block, ToolCall):
-            return (
-                TOOL_OVERHEAD
-                + self.estimator.estimate(block.name)
-                + self.estimator.estimate(block.arguments)
-            )
+            return TOOL_OVERHEAD + self._estimate(block.name) + self._estimate(block.arguments)
         if isinstance(block, Thinking):
-            return BLOCK_OVERHEAD + self.estimator.estimate(block.text)
+            return BLOCK_OVERHEAD + self._estimate(block.text)
         if isinstance(block, Image):
             return BLOCK_OVERHEAD + image_tokens(block.source, self.provider)
         if isinstance(block, Opaque):
-            return BLOCK_OVERHEAD + self.estimator.estimate(_json(block.data))
+            return BLOCK_OVERHEAD + self._estimate(_json(block.data))
         raise TypeError(f"not a block: {block!r}")
 
     def result(self, result: ToolResult) -> int:
         if result.content is None:
             return TOOL_OVERHEAD
         if isinstance(result.content, str):
-            return TOOL_OVERHEAD + self.estimator.estimate(result.content)
+            return TOOL_OVERHEAD + self._estimate(result.content)
         return TOOL_OVERHEAD + sum(self.block(b) for b in result.content)
 
     def cleared_result(self, result: ToolResult) -> int:
@@ -228,7 +225,7 @@ class Sizer:
         if system is None:
             return 0
         if isinstance(system, str):
-            return MESSAGE_OVERHEAD + self.estimator.estimate(system)
+            return MESSAGE_OVERHEAD + self._estimate(system)
         if not isinstance(system, (list, tuple)):
             raise ConversationError(
                 f"must be a string or a list of blocks, not {describe(system)}", field="system"
@@ -242,11 +239,9 @@ class Sizer:
                 )
             text = block.get("text")
             if isinstance(text, str):
-                total += BLOCK_OVERHEAD + self.estimator.estimate(text)
+                total += BLOCK_OVERHEAD + self._estimate(text)
             else:
-                total += BLOCK_OVERHEAD + self.estimator.estimate(
-                    json_text(block, None, f"system[{k}]")
-                )
+                total += BLOCK_OVERHEAD + self._estimate(json_text(block, None, f"system[{k}]"))
         return total
 
     def tools(self, tools: Sequence[Any] | None) -> int:
@@ -265,9 +260,7 @@ class Sizer:
                     f"a tool definition must be a JSON object, not {describe(tool)}",
                     field=f"tools[{k}]",
                 )
-            total += TOOL_DEFINITION_OVERHEAD + self.estimator.estimate(
-                json_text(tool, None, f"tools[{k}]")
-            )
+            total += TOOL_DEFINITION_OVERHEAD + self._estimate(json_text(tool, None, f"tools[{k}]"))
         return total
 
     def messages(self, messages: Sequence[Any], spec: FormatSpec) -> int:

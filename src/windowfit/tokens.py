@@ -16,9 +16,10 @@ only has to implement :meth:`Estimator.estimate`.
 
 from __future__ import annotations
 
+import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ __all__ = [
     "SeedEstimator",
     "breakdown",
     "estimate_tokens",
+    "part_counter",
 ]
 
 #: Code-point ranges counted as CJK (1 token per character), inclusive. Han ideographs
@@ -168,6 +170,11 @@ class Estimator(ABC):
 
     name: str = "estimator"
     family: str = "custom"
+    #: Tokens the provider wraps around every text part of a request (a text block, a
+    #: tool call's name and arguments, a tool result), beyond windowfit.sizing's generic
+    #: overheads. Not part of :meth:`estimate`, which counts the text alone: message
+    #: counting adds it once per non-empty text (:meth:`estimate_part`, :func:`part_counter`).
+    framing: float = 0.0
     #: Whether running it again costs less than looking its answer up by content (true of
     #: windowfit's own estimates; a real tokenizer is not). A
     #: :class:`~windowfit.Fitter` remembers message sizes only for estimators that are not.
@@ -176,6 +183,12 @@ class Estimator(ABC):
     @abstractmethod
     def estimate(self, text: str) -> int:
         """Tokens in ``text``; for an estimate, erring high rather than low."""
+
+    def estimate_part(self, text: str) -> int:
+        """Tokens of ``text`` as one text part of a request: :meth:`estimate` plus the
+        :attr:`framing`, rounded up (0 for an empty text)."""
+        tokens = self.estimate(text)
+        return tokens + math.ceil(self.framing) if text and self.framing else tokens
 
     def estimate_message(self, message: Mapping[str, Any], format: str | None = None) -> int:
         """Tokens of one provider-format message (Anthropic or OpenAI chat, detected),
@@ -188,6 +201,17 @@ class Estimator(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
+
+
+def part_counter(estimator: Estimator) -> Callable[[str], int]:
+    """What counts one text part of a message with ``estimator``: its ``estimate`` when it
+    has no framing (any object with ``estimate(text)``), else its ``estimate_part``."""
+    if not getattr(estimator, "framing", 0):
+        return estimator.estimate
+    part = getattr(estimator, "estimate_part", None)
+    if part is None:
+        return lambda text: Estimator.estimate_part(estimator, text)
+    return part  # type: ignore[no-any-return]
 
 
 class SeedEstimator(Estimator):
