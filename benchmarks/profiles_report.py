@@ -70,7 +70,7 @@ from typing import Any
 
 from windowfit.profiles import Profile, ProfileEstimator, estimator_for, get_profile
 from windowfit.tokenizers import split_text
-from windowfit.tokens import Estimator
+from windowfit.tokens import Estimator, part_counter
 
 WINDOW = (0.98, 1.25)
 #: Each family against the real tokenizer it is checked on (``conservative``: all of them).
@@ -950,7 +950,10 @@ def measure(
                 real = max(
                     counts[(window.source.name, window.start, window.stop)][b] for b in checked
                 )
-                result.ratios.append(Ratio(window, estimator.estimate(window.text), real))
+                # ``as used``: a text as a message part, framing and all (``estimate`` is
+                # the bare text's count since the framing moved to the message counter).
+                count = part_counter(estimator) if view == "as used" else estimator.estimate
+                result.ratios.append(Ratio(window, count(window.text), real))
             results.append(result)
     return results
 
