@@ -482,3 +482,25 @@ def test_a_table_given_by_hand_is_summed_without_the_padding() -> None:
     estimator = ProfileEstimator(replace(base, table=table))
     for text in ("a", "hello world", "x" * 300, "ок"):
         assert estimator.estimate(text) == _by_hand(estimator, text)
+
+
+_RUN_ALPHABET = "abcdefghijklmnopqrstuvwxyz" + "aaa" + "!!--==.,;()" + " \nAZ09\té中😀"
+
+
+@given(st.text(alphabet=_RUN_ALPHABET, max_size=400))
+def test_runs_counted_on_their_stretches_equal_runs_counted_on_the_whole_text(text: str) -> None:
+    """The run terms are counted on the stretches of letters or punctuation that can hold
+    a run (a long text pays the big-integer passes over those only); the count must be
+    the whole text's, in the general path and in the ASCII closure alike."""
+    from windowfit import profiles
+
+    data = text.encode("utf-8", "surrogatepass")
+    whole = profiles._distinct_classes(data)
+    expected = (
+        whole.count(profiles._LOWER_RUN_BYTES),
+        whole.count(profiles._PUNCT_RUN_BYTES),
+    )
+    assert profiles._stretch_runs(data, data.translate(profiles._CLASS_TABLE)) == expected
+    for estimator in (estimator_for(), estimator_for(family="tekken")):
+        assert isinstance(estimator, profiles.ProfileEstimator)
+        assert estimator.estimate(text) == estimator._estimate_any(text, 0.0)

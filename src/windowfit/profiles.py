@@ -101,6 +101,7 @@ totals of a request are what they were fitted to.
 from __future__ import annotations
 
 import math
+import re
 import threading
 import zlib
 from collections import Counter
@@ -517,6 +518,44 @@ def _distinct_classes(data: bytes) -> bytes:
 
 _ZERO_TO_FF = bytes([0xFF] + [0] * 255)
 
+#: The rest of a stretch of lowercase letters or of punctuation, in class bytes of
+#: ``_CLASS_TABLE`` (no byte of a non-ASCII character has either class).
+_LOWER_REST = re.compile(re.escape(bytes([_LOWER_CODE])) + b"*")
+_PUNCT_REST = re.compile(re.escape(bytes([_PUNCT_CODE])) + b"*")
+
+
+def _stretch_count(
+    data: bytes, classes: bytes, needle: bytes, rest: re.Pattern[bytes], run: bytes
+) -> int:
+    """Runs ``run`` (in ``_CLASS_TABLE`` bytes) counted on each stretch of its class that
+    holds one, through :func:`_distinct_classes` on that stretch alone. ``classes`` has one
+    class byte per byte of ``data``, in which the run reads ``needle`` and the rest of a
+    stretch matches ``rest``."""
+    code, count = needle[:1], 0
+    at = classes.find(needle)
+    while at >= 0:
+        start = at  # the stretch began at most len(needle) - 1 bytes earlier
+        while start and classes[start - 1 : start] == code:
+            start -= 1
+        found = rest.match(classes, at)
+        end = found.end() if found else at + len(needle)
+        count += _distinct_classes(data[start:end]).count(run)
+        at = classes.find(needle, end)
+    return count
+
+
+def _stretch_runs(data: bytes, full_classes: bytes) -> tuple[int, int]:
+    """(lowercase runs, punctuation runs) counted on the stretches that can hold one
+    (``full_classes``: ``data`` through ``_CLASS_TABLE``, one byte per byte), each through
+    :func:`_distinct_classes` on its own. The same counts as the whole text through it:
+    a stretch's first character differs from the one before (another class), and a run
+    never crosses a byte of another class. A long text pays the big-integer passes only
+    over its stretches (most prose has a few short ones), not over every character."""
+    return (
+        _stretch_count(data, full_classes, _LOWER_RUN_BYTES, _LOWER_REST, _LOWER_RUN_BYTES),
+        _stretch_count(data, full_classes, _PUNCT_RUN_BYTES, _PUNCT_REST, _PUNCT_RUN_BYTES),
+    )
+
 
 def _runs(data: bytes, classes: bytes) -> tuple[int, int]:
     """(lowercase runs, punctuation runs) of :data:`RUN_PARAMETERS` (``classes``: the
@@ -524,9 +563,10 @@ def _runs(data: bytes, classes: bytes) -> tuple[int, int]:
     lower = classes.count(_LOWER_RUN_BYTES) if len(classes) >= LOWER_RUN else 0
     punct = classes.count(_PUNCT_RUN_BYTES)
     if lower or punct:
-        distinct = _distinct_classes(data)
-        lower = distinct.count(_LOWER_RUN_BYTES) if lower else 0
-        punct = distinct.count(_PUNCT_RUN_BYTES) if punct else 0
+        full = classes if len(classes) == len(data) else data.translate(_CLASS_TABLE)
+        found_lower, found_punct = _stretch_runs(data, full)
+        lower = found_lower if lower else 0
+        punct = found_punct if punct else 0
     return lower, punct
 
 
@@ -693,8 +733,13 @@ class ProfileEstimator(Estimator):
         lower_units, punct_units = self._lower_units, self._punct_units
         lower_run = bytes([_ASCII_CLASSES[ord("a")]]) * LOWER_RUN
         punct_run = bytes([_ASCII_CLASSES[ord("!")]]) * PUNCT_RUN
-        distinct, general_lower_run = _distinct_classes, _LOWER_RUN_BYTES
-        general_punct_run = _PUNCT_RUN_BYTES
+        stretch_count, general_lower_run, general_punct_run = (
+            _stretch_count,
+            _LOWER_RUN_BYTES,
+            _PUNCT_RUN_BYTES,
+        )
+        lower_rest = re.compile(re.escape(lower_run[:1]) + b"*")
+        punct_rest = re.compile(re.escape(punct_run[:1]) + b"*")
 
         def estimate(text: str) -> int:
             if not text.isascii():
@@ -704,18 +749,24 @@ class ProfileEstimator(Estimator):
                 return 0
             # ASCII: a character's group is its class, so its pair code (class << 3 |
             # group before) is 8 * class + class before, the bytes of one product.
-            classes = text.encode().translate(ascii_classes)
+            data = text.encode()
+            classes = data.translate(ascii_classes)
             pairs = (from_bytes(classes, "little") * multiplier).to_bytes(size + 1, "little")
             if size <= _SHORT:
                 units = (adler32(pairs.translate(table)) & 0xFFFF) - 1
             else:
                 units = nibble_sum(pairs, 0, size + 1, high, low)  # padding weighs 0
-            if size >= PUNCT_RUN and (
-                classes.count(punct_run) or (size >= LOWER_RUN and classes.count(lower_run))
-            ):
-                runs = distinct(text.encode())
-                units += lower_units * runs.count(general_lower_run)
-                units += punct_units * runs.count(general_punct_run)
+            if size >= PUNCT_RUN:
+                # The run terms, on the stretches of letters or punctuation that hold a run
+                # (one ``find`` each when there is none).
+                if size >= LOWER_RUN and lower_units:
+                    units += lower_units * stretch_count(
+                        data, classes, lower_run, lower_rest, general_lower_run
+                    )
+                if punct_units:
+                    units += punct_units * stretch_count(
+                        data, classes, punct_run, punct_rest, general_punct_run
+                    )
             return ceil(units / WEIGHT_UNIT + framing) or 1  # a text is one token at least
 
         return estimate
