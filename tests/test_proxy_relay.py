@@ -466,8 +466,12 @@ def test_a_large_body_that_fitting_changes_never_reaches_the_upstream_whole() ->
 
 
 def test_a_large_body_nothing_fits_is_refused_and_never_reaches_the_upstream_whole() -> None:
-    body = {"model": MODEL, "max_tokens": 100, "messages": _conversation(2, 100)}
-    body["messages"][0]["content"] = "7 " * 150_000  # the task, always kept: > the window
+    body = {"model": MODEL, "max_tokens": 64_000, "messages": _conversation(2, 100)}
+    # The task, always kept: beyond the 136k the 200k window leaves beside the answer by
+    # any count (a real tokenizer gives about one token per "7 "; an estimate may only err
+    # high of that), yet dense enough (2 bytes a token) that the body is begun upstream
+    # while it arrives.
+    body["messages"][0]["content"] = "7 " * 190_000
     answer, _, _ = _early_post(body)
     assert answer.status_code == 400
     assert CONTEXT_OVERFLOW_MESSAGE in answer.json()["error"]["message"]
