@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from windowfit.errors import MissingExtraError, SettingsError, TokenizerError
+from real_tokenizers import BACKENDS, CHECKED_ON, real_backend
+from windowfit.errors import SettingsError
 from windowfit.profiles import (
     CHARACTER_CLASSES,
     FAMILIES,
@@ -34,7 +35,7 @@ from windowfit.profiles import (
     parameter_counts,
     run_counts,
 )
-from windowfit.tokens import Estimator, SeedEstimator, estimate_tokens, part_counter
+from windowfit.tokens import SeedEstimator, estimate_tokens, part_counter
 
 from conftest import NEEDS_DATA
 
@@ -50,16 +51,6 @@ TEXT_FILES = [
     "ru_tolstoy-voyna-i-mir-vol1.txt",
     "zh_xiyouji.txt",
 ]
-#: Each family and the real tokenizer it is checked against (Claude 3+ has no public
-#: tokenizer: its profile is checked against the legacy one, which it must not be under).
-CHECKED_ON = {
-    "o200k": "o200k",
-    "cl100k": "cl100k",
-    "deepseek": "deepseek",
-    "tekken": "tekken",
-    "claude": "claude-legacy",
-}
-BACKENDS = ("o200k", "cl100k", "deepseek", "claude-legacy", "tekken")
 PROFILE_FAMILIES = [f for f in FAMILIES if f != "seed"]
 
 
@@ -85,20 +76,8 @@ def _text(name: str) -> str:
 
 
 @functools.cache
-def _backend(name: str) -> Estimator:
-    from windowfit.tokenizers import load_backend
-
-    try:
-        return load_backend(name)
-    except MissingExtraError as exc:
-        pytest.skip(f"{name}: {exc}")
-    except TokenizerError as exc:
-        pytest.skip(f"{name}: tokenizer file not installed ({exc})")
-
-
-@functools.cache
 def _real(backend: str, name: str) -> int:
-    return _backend(backend).estimate(_text(name))
+    return real_backend(backend).estimate(_text(name))
 
 
 # ---------------------------------------------------------------------------------------

@@ -11,16 +11,13 @@ letters) by pairs alone: the run terms (``lower_run``, ``punct_long``) count who
 from __future__ import annotations
 
 import base64
-import functools
 import random
 
 import pytest
 
-from windowfit.errors import MissingExtraError, TokenizerError
+from real_tokenizers import BACKENDS, CHECKED_ON, real_backend
 from windowfit.profiles import estimator_for
-from windowfit.tokens import Estimator
 
-BACKENDS = ("o200k", "cl100k", "deepseek", "claude-legacy", "tekken")
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[]^_`{|}~"
 _SIZE = 3000
@@ -44,18 +41,6 @@ def _generated(kind: str) -> str:
     return "".join(rng.choice(_LETTERS) for _ in range(_SIZE))
 
 
-@functools.cache
-def _backend(name: str) -> Estimator:
-    from windowfit.tokenizers import load_backend
-
-    try:
-        return load_backend(name)
-    except MissingExtraError as exc:
-        pytest.skip(f"{name}: {exc}")
-    except TokenizerError as exc:
-        pytest.skip(f"{name}: tokenizer file not installed ({exc})")
-
-
 KINDS = [
     "digits",
     "hex",
@@ -65,21 +50,13 @@ KINDS = [
     "base64",
     "random letters",
 ]
-#: Each family and the real tokenizer it is checked against (claude: the legacy one).
-CHECKED_ON = {
-    "o200k": "o200k",
-    "cl100k": "cl100k",
-    "deepseek": "deepseek",
-    "tekken": "tekken",
-    "claude": "claude-legacy",
-}
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_default_estimate_is_not_under_any_tokenizer_on_hard_ascii(kind: str) -> None:
     text = _generated(kind)
     estimate = estimator_for().estimate(text)
-    real = max(_backend(name).estimate(text) for name in BACKENDS)
+    real = max(real_backend(name).estimate(text) for name in BACKENDS)
     assert estimate >= real, f"{kind}: estimate {estimate} under the real {real}"
 
 
@@ -96,7 +73,7 @@ def test_the_default_estimate_on_one_letter_repeated(text: str, why: str) -> Non
     charge a letter after a letter little; tekken splits such runs into tokens of 2-4
     characters. Strict: it fails loudly once a profile counts them high."""
     estimate = estimator_for().estimate(text)
-    real = max(_backend(name).estimate(text) for name in BACKENDS)
+    real = max(real_backend(name).estimate(text) for name in BACKENDS)
     assert estimate >= real, f"{why}: estimate {estimate} under the real {real}"
 
 
@@ -106,6 +83,6 @@ def test_every_family_errs_high_on_hard_ascii(family: str, kind: str) -> None:
     """Each family's own profile, against its own tokenizer: at least the real count (the
     run terms: a long run of letters or punctuation is many short tokens)."""
     text = _generated(kind)
-    real = _backend(CHECKED_ON[family]).estimate(text)
+    real = real_backend(CHECKED_ON[family]).estimate(text)
     ratio = estimator_for(family=family).estimate(text) / real
     assert ratio >= 0.98, f"{family} on {kind}: estimate/real = {ratio:.3f}"

@@ -9,7 +9,6 @@ small run goes end to end.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import sys
@@ -21,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import profiles_report as report
-from windowfit.errors import MissingExtraError, TokenizerError
+from real_tokenizers import real_backend
 from windowfit.tokens import Estimator
 
 BLOCKS = report.unicode_blocks()
@@ -40,20 +39,8 @@ UNUSABLE = {
 }
 
 
-@functools.cache
-def _backend(name: str) -> Estimator:
-    from windowfit.tokenizers import load_backend
-
-    try:
-        return load_backend(name)
-    except MissingExtraError as exc:
-        pytest.skip(f"{name}: {exc}")
-    except TokenizerError as exc:
-        pytest.skip(f"{name}: tokenizer file not installed ({exc})")
-
-
 def _backends() -> dict[str, Estimator]:
-    return {name: _backend(name) for name in report.BACKENDS}
+    return {name: real_backend(name) for name in report.BACKENDS}
 
 
 def test_the_block_list_is_the_unicode_block_list() -> None:
@@ -167,7 +154,7 @@ def test_windows_cover_every_length_from_each_start() -> None:
 
 @pytest.mark.parametrize("backend", report.BACKENDS)
 def test_a_long_window_counted_from_pieces_is_the_tokenizers_count(backend: str) -> None:
-    estimator = _backend(backend)
+    estimator = real_backend(backend)
     parts = [report.block_text(BY_NAME[n], 1, 1_500) for n in ("Basic Latin", "Cyrillic")]
     parts += list(report.hard_texts(1, 1_500).values())
     text = "\n".join(parts)
@@ -204,7 +191,7 @@ def test_a_small_run_goes_end_to_end() -> None:
     conservative = by_view[("conservative", "text")]
     window = conservative.ratios[0].window
     assert conservative.ratios[0].real == max(
-        _backend(b).estimate(window.text) for b in report.BACKENDS
+        real_backend(b).estimate(window.text) for b in report.BACKENDS
     )
     out = report.markdown(run.results, run.meta, worst=3)
     for family in report.CHECKED_ON:

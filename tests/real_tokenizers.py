@@ -1,0 +1,40 @@
+"""The real tokenizers the profile tests check estimates against, loaded once per test run.
+
+They come from PyPI wheels (``make setup`` installs them); where one is missing, the test
+that asks for it is skipped with the reason, rather than failing.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from windowfit.errors import MissingExtraError, TokenizerError
+from windowfit.tokens import Estimator
+
+#: Every real tokenizer windowfit ships a profile for.
+BACKENDS = ("o200k", "cl100k", "deepseek", "claude-legacy", "tekken")
+
+#: Each family and the real tokenizer it is checked against (Claude 3+ has no public
+#: tokenizer: its profile is checked against the legacy one, which it must not be under).
+CHECKED_ON = {
+    "o200k": "o200k",
+    "cl100k": "cl100k",
+    "deepseek": "deepseek",
+    "tekken": "tekken",
+    "claude": "claude-legacy",
+}
+
+
+@functools.cache
+def real_backend(name: str) -> Estimator:
+    """The real tokenizer ``name``, or a skip saying why it cannot be had."""
+    from windowfit.tokenizers import load_backend
+
+    try:
+        return load_backend(name)
+    except MissingExtraError as exc:
+        pytest.skip(f"{name}: {exc}")
+    except TokenizerError as exc:
+        pytest.skip(f"{name}: tokenizer file not installed ({exc})")
