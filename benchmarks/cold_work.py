@@ -73,31 +73,11 @@ def run_one(kind: str, fmt: str) -> None:
 
         functools.reduce(call, [fresh], None)
         return
-    from langchain_core.messages import trim_messages
-    from langchain_core.messages.utils import count_tokens_approximately
+    from core import langchain_trim
 
-    from windowfit.logs import Run
-    from windowfit.replay.conversation import Conversation
-    from windowfit.replay.langchain_trim import _convert_run
-    from windowfit.sizing import Sizer
-
-    run = Run("bench", "bench", "bench", fmt, system, tools, messages, [], None, "agent")  # type: ignore[arg-type]
-    lc = [part[2] for part in _convert_run(Conversation(run, Sizer()))["parts"]]
-
-    def trim(_: Any, __: Any) -> Any:
-        return trim_messages(
-            lc,
-            max_tokens=budget,
-            token_counter=count_tokens_approximately,
-            strategy="last",
-            start_on="human",
-            end_on=("human", "tool"),
-            include_system=True,
-            allow_partial=False,
-        )
-
-    trim(None, None)
-    functools.reduce(trim, [0], None)
+    trim = langchain_trim(fmt, messages, system, tools, budget)
+    trim()  # warmed up
+    functools.reduce(lambda _, __: trim(), [0], None)
 
 
 def count(kind: str, fmt: str) -> tuple[int, int]:

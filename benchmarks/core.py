@@ -244,6 +244,39 @@ def cpu(fn: Callable[[], Any]) -> float:
     return time.process_time() - start
 
 
+def langchain_trim(
+    fmt: str, messages: list[dict[str, Any]], system: Any, tools: Any, budget: int
+) -> Callable[[], Any]:
+    """One call of ``langchain_core.messages.trim_messages`` on ``messages``, as its docs
+    configure it for chat history (its approximate counter, keep the last messages, start
+    on a human one). The messages are converted to LangChain's once, here, so that only
+    the trimming is timed (the conversion is windowfit.replay's)."""
+    from langchain_core.messages import trim_messages
+    from langchain_core.messages.utils import count_tokens_approximately
+
+    from windowfit.logs import Run
+    from windowfit.replay.conversation import Conversation
+    from windowfit.replay.langchain_trim import _convert_run
+    from windowfit.sizing import Sizer
+
+    run = Run("bench", "bench", "bench", fmt, system, tools, messages, [], None, "agent")  # type: ignore[arg-type]
+    converted = [part[2] for part in _convert_run(Conversation(run, Sizer()))["parts"]]
+
+    def trim() -> Any:
+        return trim_messages(
+            converted,
+            max_tokens=budget,
+            token_counter=count_tokens_approximately,
+            strategy="last",
+            start_on="human",
+            end_on=("human", "tool"),
+            include_system=True,
+            allow_partial=False,
+        )
+
+    return trim
+
+
 def bench_real(n_messages: int = 2000, repeat: int = 9) -> list[dict[str, Any]]:
     """fit against ``trim_messages`` on conversations built from the real runs (both
     formats), repetitions interleaved so that both see the same machine load; each
@@ -259,15 +292,11 @@ def bench_real(n_messages: int = 2000, repeat: int = 9) -> list[dict[str, Any]]:
     from windowfit.profiles import estimator_for
 
     try:
-        from langchain_core.messages import trim_messages
-        from langchain_core.messages.utils import count_tokens_approximately
-
-        from windowfit.logs import Run
-        from windowfit.replay.conversation import Conversation
-        from windowfit.replay.langchain_trim import _convert_run
-        from windowfit.sizing import Sizer
+        import langchain_core  # noqa: F401
     except ImportError:
-        trim_messages = None
+        have_langchain = False
+    else:
+        have_langchain = True
     rows = []
     for fmt in ("anthropic", "openai"):
         built = real_conversation(fmt, n_messages + 40)
@@ -279,22 +308,7 @@ def bench_real(n_messages: int = 2000, repeat: int = 9) -> list[dict[str, Any]]:
             messages.pop()
         total = fit(messages, budget=10**12, system=system, tools=tools, format=fmt)
         budget = total.report.tokens_before // 5
-        lc: list[Any] = []
-        if trim_messages is not None:
-            run = Run("bench", "bench", "bench", fmt, system, tools, messages, [], None, "agent")  # type: ignore[arg-type]
-            lc = [part[2] for part in _convert_run(Conversation(run, Sizer()))["parts"]]
-
-        def trim(lc: list[Any] = lc, budget: int = budget) -> Any:
-            return trim_messages(
-                lc,
-                max_tokens=budget,
-                token_counter=count_tokens_approximately,
-                strategy="last",
-                start_on="human",
-                end_on=("human", "tool"),
-                include_system=True,
-                allow_partial=False,
-            )
+        trim = langchain_trim(fmt, messages, system, tools, budget) if have_langchain else None
 
         times: dict[str, list[float]] = {
             "trim": [],
@@ -307,7 +321,7 @@ def bench_real(n_messages: int = 2000, repeat: int = 9) -> list[dict[str, Any]]:
         step = whole[len(messages) : len(messages) + 2]
         seed = estimator_for(family="seed")
         for _ in range(repeat):
-            if trim_messages is not None:
+            if trim is not None:
                 times["trim"].append(cpu(trim))
             fitter = Fitter()
             fresh, again = _fresh(messages), _fresh(messages)
