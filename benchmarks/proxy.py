@@ -3,6 +3,7 @@
 Run:  .venv/bin/python benchmarks/proxy.py            (on a quiet machine; prints tables)
       .venv/bin/python benchmarks/proxy.py --quick    (small sizes: checks that it all runs)
       .venv/bin/python benchmarks/proxy.py --litellm  (also LiteLLM's proxy, pass-through)
+      .venv/bin/python benchmarks/proxy.py --floor --skip memory --skip faults  (the floor)
 
 Side by side in one run, every process on loopback:
 
@@ -24,6 +25,12 @@ Side by side in one run, every process on loopback:
   mode (its ``/anthropic`` route), the version pinned by pyproject's ``litellm`` extra
   (``make setup`` installs it in .venv); when it is missing or does not start, the output
   says so.
+* **the floor** (``--floor``): the same latency runs through two minimal proxies of
+  ``benchmarks/proxy_floor.py``, a pass-through on windowfit's own stack (uvicorn, ASGI,
+  aiohttp; no parse, no fit) and a raw asyncio byte relay (no HTTP), so that what
+  windowfit's proxy adds splits into what any Python proxy on this machine pays and what
+  is windowfit's. Every path's CPU per request is printed for each process: the client,
+  serve-sim and the process in between.
 
 Prints figures and asserts nothing; exit status 0 unless a process could not start.
 """
@@ -619,40 +626,87 @@ async def request_tokens(sim: Service, tokens: int) -> int:
     return int(usage.get("input_tokens", 0)) + int(usage.get("cache_read_input_tokens", 0))
 
 
-async def _latency(
-    args: argparse.Namespace, sim: Service, proxy: Service | None, litellm: Service | None
-) -> list[str]:
-    rows: list[tuple[str, int, PathResult, PathResult | None]] = []
-    cpu: list[str] = []
-    for conc in (1, 20):
-        n = args.requests if conc == 1 else args.requests * 4
-        seed = conc * 10
-        direct = await run_path("direct", sim.url + "/v1/messages", conc, n, args.tokens, seed)
-        rows.append(("serve-sim directly", conc, direct, None))
-        if proxy is not None:
-            before = cpu_seconds(proxy.proc.pid)
-            through = await run_path(
-                "proxy", proxy.url + "/v1/messages", conc, n, args.tokens, seed + 1
-            )
-            used = cpu_seconds(proxy.proc.pid) - before
-            rows.append(("through windowfit proxy", conc, through, direct))
-            cpu.append(
-                f"- concurrency {conc}: the proxy process used {used * 1000 / max(1, n):.1f} ms "
-                f"of CPU per request ({used:.2f} s over {n} requests and {conc} small warm-ups)"
-            )
-        if litellm is not None:
-            lite = await run_path(
-                "litellm",
+@dataclass
+class Target:
+    """One way to serve-sim: directly, or through a process in between (``middle``)."""
+
+    label: str
+    url: str  # the Messages route's URL
+    middle: Service | None = None
+    headers: dict[str, str] = field(default_factory=lambda: dict(HEADERS))
+
+
+def floor_services(sim: Service) -> list[Service]:
+    """The two minimal proxies of ``benchmarks/proxy_floor.py`` in front of serve-sim."""
+    script = str(ROOT / "benchmarks" / "proxy_floor.py")
+    found = []
+    for kind in ("asgi", "relay"):
+        argv = [sys.executable, script, kind, "--upstream", sim.url, "--port", "0"]
+        try:
+            found.append(start(f"floor {kind}", argv))
+        except RuntimeError as exc:
+            print(f"the {kind} floor could not start: {exc}\n")
+    return found
+
+
+def _paths(
+    sim: Service, proxy: Service | None, litellm: Service | None, floors: list[Service]
+) -> list[Target]:
+    paths = [Target("serve-sim directly", sim.url + "/v1/messages")]
+    if proxy is not None:
+        paths.append(Target("through windowfit proxy", proxy.url + "/v1/messages", proxy))
+    labels = {
+        "floor asgi": "through a minimal ASGI pass-through (uvicorn + aiohttp)",
+        "floor relay": "through a raw asyncio byte relay",
+    }
+    for floor in floors:
+        paths.append(Target(labels[floor.name], floor.url + "/v1/messages", floor))
+    if litellm is not None:
+        paths.append(
+            Target(
+                "through LiteLLM pass-through",
                 litellm.url + "/anthropic/v1/messages",
-                conc,
-                n,
-                args.tokens,
-                seed + 2,
+                litellm,
                 {**HEADERS, "x-api-key": LITELLM_KEY},
             )
-            rows.append(("through LiteLLM pass-through", conc, lite, direct))
+        )
+    return paths
+
+
+async def _latency(
+    args: argparse.Namespace,
+    sim: Service,
+    proxy: Service | None,
+    litellm: Service | None,
+    floors: list[Service] = [],  # noqa: B006 - read only
+) -> list[str]:
+    rows: list[tuple[str, int, PathResult, PathResult | None]] = []
+    cpu = [
+        "CPU per request (ms; /proc/PID/stat utime + stime over the run, the warm-ups "
+        "included; the client is this benchmark process, which also builds the bodies):",
+        "",
+        "| path | concurrency | client | serve-sim | the process in between | all |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    me = os.getpid()
+    for conc in (1, 20):
+        n = args.requests if conc == 1 else args.requests * 4
+        direct: PathResult | None = None
+        for k, path in enumerate(_paths(sim, proxy, litellm, floors)):
+            pids = [me, sim.proc.pid] + ([path.middle.proc.pid] if path.middle else [])
+            before = [cpu_seconds(pid) for pid in pids]
+            result = await run_path(
+                path.label, path.url, conc, n, args.tokens, conc * 10 + k, path.headers
+            )
+            after = [cpu_seconds(pid) for pid in pids]
+            used = [(a - b) * 1000 / max(1, n) for a, b in zip(after, before, strict=True)]
+            rows.append((path.label, conc, result, direct))
+            if direct is None:
+                direct = result
+            cells = [f"{u:.1f}" for u in used] + ([] if path.middle else ["—"])
+            cpu.append(f"| {path.label} | {conc} | " + " | ".join(cells) + f" | {sum(used):.1f} |")
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
-    return [*latency_table(rows), "", f"load average at the end: {load}", *cpu]
+    return [*latency_table(rows), "", f"load average at the end: {load}", "", *cpu]
 
 
 async def _proxy_metrics(proxy: Service) -> list[str]:
@@ -681,6 +735,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-requests", type=int, default=10_000)
     parser.add_argument("--litellm", action="store_true", help="include LiteLLM's proxy")
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also a minimal ASGI pass-through and a raw asyncio relay (benchmarks/proxy_floor.py)",
+    )
+    parser.add_argument(
         "--fitter-max-mb",
         type=int,
         default=0,
@@ -699,6 +758,7 @@ def main(argv: list[str] | None = None) -> int:
         note = "LiteLLM: not run (pass --litellm)"
         if args.litellm:
             litellm, note = litellm_service(sim)
+        floors = floor_services(sim) if args.floor else []
         try:
             if "latency" not in args.skip:
                 counted = asyncio.run(request_tokens(sim, args.tokens))
@@ -707,7 +767,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"growing by 800 per request (serve-sim's count; {MODEL}, serve-sim window "
                     f"{WINDOW:,})\n"
                 )
-                for line in asyncio.run(_latency(args, sim, proxy, litellm)):
+                for line in asyncio.run(_latency(args, sim, proxy, litellm, floors)):
                     print(line)
                 print(f"\n{note}\n")
                 if proxy is not None:
@@ -724,6 +784,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(line)
         finally:
             stop(litellm)
+            for floor in floors:
+                stop(floor)
     return 0
 
 
