@@ -129,18 +129,19 @@ class PassThrough:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-def serve_asgi(upstream: str, host: str, port: int) -> None:
+def serve_asgi(upstream: str, host: str, port: int, http: str = "h11") -> None:
     import uvicorn
 
     from windowfit.proxy._run import KEEP_ALIVE_SECONDS
 
     sock = socket.socket()
     sock.bind((host, port))
+    sock.listen(2048)  # connections wait in the backlog until uvicorn serves
     config = uvicorn.Config(
         PassThrough(upstream),
         log_level="warning",
         lifespan="on",
-        http="h11",  # as windowfit's proxy (proxy/_run.py), with the same loop choice
+        http=http,  # h11: as windowfit's proxy (proxy/_run.py); the same loop choice
         access_log=False,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
@@ -240,9 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--upstream", required=True, help="http://HOST:PORT")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--http", default="h11", help="asgi: uvicorn's HTTP implementation")
     args = parser.parse_args(argv)
     if args.kind == "asgi":
-        serve_asgi(args.upstream, args.host, args.port)
+        serve_asgi(args.upstream, args.host, args.port, args.http)
     else:
         serve_relay(args.upstream, args.host, args.port)
     return 0

@@ -21,6 +21,7 @@ from windowfit.server import SimConfig, SimServer
         (["--anthropic-upstream", "ftp://x"], "http:// or https://"),
         (["--settings", "no-such-preset"], "unknown preset"),
         (["--fitter-max-mb", "0"], "--fitter-max-mb"),
+        (["--keep-freed-mb", "-1"], "--keep-freed-mb"),
     ],
 )
 def test_bad_proxy_options_are_one_line_and_exit_2(

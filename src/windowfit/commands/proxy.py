@@ -18,6 +18,10 @@ from ._io import (
     positive_int,
 )
 
+_whole_mb = checked_number(
+    int, lambda n: 0 <= n <= 2047, "must be 0 to 2047, not {value}", what="a whole number"
+)
+
 _fraction = checked_number(
     float,
     lambda n: math.isfinite(n) and 0 < n <= 1,
@@ -77,6 +81,18 @@ def register(sub: Any) -> None:
             "conversations)"
         ),
     )
+    p.add_argument(
+        "--keep-freed-mb",
+        type=_whole_mb,
+        default=64,
+        metavar="N",
+        help=(
+            "MiB of freed memory the process keeps for the next requests instead of "
+            "returning it to the system (glibc): large bodies then cost no page faults, "
+            "about 2.5 ms of CPU less per 1 MB request; 0 leaves the allocator as it is "
+            "(default 64)"
+        ),
+    )
     p.add_argument("--redis", metavar="URL", help="share learned state between replicas")
     p.add_argument(
         "--admin-key",
@@ -88,6 +104,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..proxy import ProxyConfig, create_proxy_app
+    from ..proxy._malloc import keep_freed_memory
     from ..proxy._run import proxy_server
     from ..server._run import bind_socket, is_loopback
 
@@ -144,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
     # What the process holds now (modules, tokenizer tables) lives as long as it does:
     # kept out of the collector's full passes, which otherwise walk it again and again.
     gc.freeze()
+    keep_freed_memory(args.keep_freed_mb * 1024 * 1024)
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:
