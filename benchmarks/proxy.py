@@ -640,8 +640,13 @@ def floor_services(sim: Service) -> list[Service]:
     """The two minimal proxies of ``benchmarks/proxy_floor.py`` in front of serve-sim."""
     script = str(ROOT / "benchmarks" / "proxy_floor.py")
     found = []
-    for kind in ("asgi", "relay"):
-        argv = [sys.executable, script, kind, "--upstream", sim.url, "--port", "0"]
+    variants = {  # the same stack as windowfit proxy's; as it was before (h11, glibc's)
+        "asgi": ("asgi",),
+        "asgi-h11": ("asgi", "--http", "h11", "--keep-freed-mb", "0"),
+        "relay": ("relay",),
+    }
+    for kind, how in variants.items():
+        argv = [sys.executable, script, *how, "--upstream", sim.url, "--port", "0"]
         try:
             found.append(start(f"floor {kind}", argv))
         except RuntimeError as exc:
@@ -657,6 +662,7 @@ def _paths(
         paths.append(Target("through windowfit proxy", proxy.url + "/v1/messages", proxy))
     labels = {
         "floor asgi": "through a minimal ASGI pass-through (uvicorn + aiohttp)",
+        "floor asgi-h11": "the same pass-through on h11, freed memory returned",
         "floor relay": "through a raw asyncio byte relay",
     }
     for floor in floors:

@@ -7,7 +7,9 @@ Each prints ``http://127.0.0.1:PORT`` once it listens (``benchmarks/proxy.py --f
 starts both and sends them the same traffic as serve-sim directly and windowfit's proxy):
 
 * ``asgi``: a pass-through HTTP proxy on the stack windowfit's proxy uses (uvicorn with
-  the same HTTP implementation and event loop, a plain ASGI callable, one aiohttp pool):
+  the same HTTP implementation and event loop, ``--http auto``: httptools where
+  installed; a plain ASGI callable; one aiohttp pool; freed memory kept as
+  ``windowfit proxy`` keeps it, ``--keep-freed-mb``):
   the request body streamed upstream chunk by chunk as it arrives, the answer streamed
   back chunk by chunk, headers passed on (hop-by-hop ones aside). No parse, no fit, no
   metrics: what any Python proxy on this stack pays for a request.
@@ -129,7 +131,7 @@ class PassThrough:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-def serve_asgi(upstream: str, host: str, port: int, http: str = "h11") -> None:
+def serve_asgi(upstream: str, host: str, port: int, http: str = "auto") -> None:
     import uvicorn
 
     from windowfit.proxy._run import KEEP_ALIVE_SECONDS
@@ -141,7 +143,7 @@ def serve_asgi(upstream: str, host: str, port: int, http: str = "h11") -> None:
         PassThrough(upstream),
         log_level="warning",
         lifespan="on",
-        http=http,  # h11: as windowfit's proxy (proxy/_run.py); the same loop choice
+        http=http,  # auto: as windowfit's proxy (proxy/_run.py); the same loop choice
         access_log=False,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
@@ -241,8 +243,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--upstream", required=True, help="http://HOST:PORT")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--http", default="h11", help="asgi: uvicorn's HTTP implementation")
+    parser.add_argument("--http", default="auto", help="asgi: uvicorn's HTTP implementation")
+    parser.add_argument(
+        "--keep-freed-mb", type=int, default=64, help="as windowfit proxy's (0: glibc's default)"
+    )
     args = parser.parse_args(argv)
+    from windowfit.proxy._malloc import keep_freed_memory
+
+    keep_freed_memory(args.keep_freed_mb * 1024 * 1024)
     if args.kind == "asgi":
         serve_asgi(args.upstream, args.host, args.port, args.http)
     else:
