@@ -29,6 +29,7 @@ from ..tokens import Estimator
 from . import _json
 from ._config import ProxyConfig
 from ._learning import ConversationLearning
+from ._reparse import BodyParser
 
 __all__ = ["KEPT_MIN_BYTES", "Fitted", "RequestFitter", "conversation_key", "with_sentence"]
 
@@ -37,6 +38,10 @@ __all__ = ["KEPT_MIN_BYTES", "Fitted", "RequestFitter", "conversation_key", "wit
 #: thousands of them, kept, would push out of the bound the large conversations, whose
 #: recount costs milliseconds (about 10 ms for 1 MB).
 KEPT_MIN_BYTES = 64 * 1024
+
+#: The top-level field of each dialect's body that holds the conversation (what
+#: :class:`~._reparse.BodyParser` reads element by element).
+_CONVERSATION_FIELD = {"openai-responses": "input", "gemini": "contents"}
 
 _log = logging.getLogger("windowfit.proxy")
 
@@ -113,6 +118,8 @@ class RequestFitter:
         self.learning = learning
         self.fitter = Fitter(max_bytes=config.fitter_max_bytes)
         self.unkept = Fitter(max_bytes=0)
+        #: Reads a large body that begins as an earlier one did from its new bytes only.
+        self.bodies = BodyParser()
         self.settings = FitSettings.preset(config.settings) if config.settings else None
         #: Windows upstreams stated in overflow errors, by API and model: smaller than the
         #: model table says (a gateway's limit, a simulator), they cap later budgets.
@@ -149,7 +156,7 @@ class RequestFitter:
         """The request to forward for the body ``raw`` (see :class:`Fitted`); ``model``:
         the model named by the URL (Gemini's), when the body names none."""
         try:
-            data, fast = _json.loads(raw)
+            data, fast = self.bodies.loads(raw, _CONVERSATION_FIELD.get(dialect.name, "messages"))
         except (ValueError, RecursionError):
             return Fitted(raw, skipped="not-json")
         try:
