@@ -119,11 +119,14 @@ def test_bodies_of_other_shapes_are_parsed_whole_and_not_kept(raw: bytes) -> Non
 
 def test_what_is_kept_is_bounded_by_bytes() -> None:
     parser = BodyParser(max_bytes=30_000, min_bytes=0)
-    for k in range(10):  # ten conversations of about 2 KB each: about 6 KB kept per body
-        parser.loads(json.dumps({"messages": [f"{k} " + "x" * 2000]}).encode(), "messages")
-    assert 0 < parser._bytes <= 30_000 and len(parser._seen) <= 5
-    parser.loads(json.dumps({"messages": ["y" * 20_000]}).encode(), "messages")  # alone too big
-    assert all(len(s.raw) < 20_000 for s in parser._seen.values())
+    bodies = [json.dumps({"messages": [f"{k} " + "x" * 2000]}).encode() for k in range(10)]
+    for raw in bodies:  # ten conversations of about 2 KB each
+        parser.loads(raw, "messages")
+    kept = [s.raw for s in parser._seen.values()]
+    assert kept == bodies[-len(kept) :]  # the most recent ones
+    assert 0 < parser._bytes <= 30_000 and len(kept) < 10
+    parser.loads(json.dumps({"messages": ["y" * 20_000]}).encode(), "messages")  # too big
+    assert all(len(raw) < 20_000 for raw in (s.raw for s in parser._seen.values()))
 
 
 @settings(max_examples=25, deadline=None)
