@@ -712,7 +712,16 @@ async def _latency(
             cells = [f"{u:.1f}" for u in used] + ([] if path.middle else ["—"])
             cpu.append(f"| {path.label} | {conc} | " + " | ".join(cells) + f" | {sum(used):.1f} |")
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
-    return [*latency_table(rows), "", f"load average at the end: {load}", "", *cpu]
+    middles = [t.middle for t in _paths(sim, proxy, litellm, floors) if t.middle is not None]
+    rss = ", ".join(f"{m.name} {m.rss_mb():.0f}" for m in middles)
+    return [
+        *latency_table(rows),
+        "",
+        f"load average at the end: {load}",
+        f"RSS after the runs (MB): {rss}",
+        "",
+        *cpu,
+    ]
 
 
 async def _proxy_metrics(proxy: Service) -> list[str]:
