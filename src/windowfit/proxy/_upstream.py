@@ -140,7 +140,7 @@ class Upstream:
         method: str,
         url: str,
         headers: Iterable[tuple[bytes, bytes]],
-        body: bytes | AsyncIterator[bytes] | None,
+        body: bytes | AsyncIterator[bytes | memoryview] | None,
         *,
         decoded: bool,
     ) -> UpstreamResponse:
