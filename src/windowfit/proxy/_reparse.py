@@ -209,7 +209,11 @@ class BodyParser:
         with self._lock:
             candidates = [s for s in self._seen.values() if s.field == field]
         best: tuple[_Seen, int] | None = None
-        for seen in candidates:  # a few dozen at most; another conversation differs early
+        for seen in candidates:
+            # One comparison first (the first message: another conversation's differs),
+            # so that many kept conversations cost a microsecond each, not a search.
+            if not seen.ends or not raw.startswith(memoryview(seen.raw)[: seen.ends[0]]):
+                continue
             shared = bisect_right(seen.ends, _common_prefix(seen.raw, raw))
             if shared and (best is None or seen.ends[shared - 1] > best[0].ends[best[1] - 1]):
                 best = (seen, shared)
