@@ -582,6 +582,33 @@ def _notes(reports: dict[float, ReplayReport]) -> list[str]:
     return notes
 
 
+def _ceiling_notes(reports: dict[float, ReplayReport], ceilings: Ceilings) -> list[str]:
+    """Where the cheapest valid peer keeps more intact than windowfit-lean only by being
+    above a ceiling: how much room the bounds leave, so a met target is not read as more."""
+    notes = []
+    for fraction in (0.5, 0.7):
+        report = reports.get(fraction)
+        if report is None:
+            continue
+        for kind, totals in _sources(report):
+            lean, fair = totals.get("windowfit-lean"), _cheapest_valid(totals, report)
+            pairs = _pair_ceiling(ceilings, fraction, kind)
+            if lean is None or fair is None or pairs is None:
+                continue
+            mine, theirs = lean.visible_mean or 0.0, totals[fair].visible_mean or 0.0
+            if mine >= theirs or _above(theirs, _ceiling(report, kind), pairs) != "pair ceiling":
+                continue
+            notes.append(
+                f"On {SOURCE_NAMES.get(kind, kind)} at {fraction:.0%} {fair} keeps {theirs:.0%} "
+                f"intact, above the pair ceiling ({pairs[0]:.0%} by the real count): it is over "
+                f"the budget on {totals[fair].over_budget:,} of {totals[fair].sent:,} requests. "
+                f"windowfit-lean keeps {mine:.0%}; holding windowfit's default estimate within "
+                f"the budget leaves room for at most {pairs[1]:.0%} (the estimate errs high, "
+                "as it must by default when the model is not known)."
+            )
+    return notes
+
+
 _FIT_COUNTS_NOTE = {
     "default": "windowfit's presets count with the estimate a user gets by default "
     "(`windowfit.default_estimator`: the run's model family's profile, `conservative` "
@@ -740,7 +767,7 @@ def markdown(
             "of B writes a B-round longer tail once per B calls, and the waiting results "
             "stay intact meanwhile. Each cell: cost x raw / intact share, `ok` where the "
             "lean targets are met (at most 1.05x the cheapest valid peer's cost, at least "
-            "its intact share unless it is above the ceiling). The batch size was chosen "
+            "its intact share unless that is above a ceiling). The batch size was chosen "
             f"on {dev} only (50% and 70%): every target met there, and then the lowest worst "
             "cost against the cheapest valid peer, ties within 0.01 going to the larger "
             f"intact share: {own}. The other sources are held out: their cells were not "
@@ -749,7 +776,7 @@ def markdown(
             _sweep_table(all_reports, ceilings or {}).markdown(),
             "",
         ]
-    notes = _notes(reports)
+    notes = _notes(reports) + _ceiling_notes(reports, ceilings or {})
     lines += ["## Why", ""]
     lines += [f"* {n}" for n in notes]
     lines += [
@@ -776,8 +803,9 @@ def markdown(
         "results, so it goes over the budget where the rest of the request is large.",
         "* windowfit clears whole batches of the oldest results when a request goes over "
         "the budget, which changes the request near its start but rarely; `windowfit-lean` "
-        "clears results as they leave a keep-window of 3 (as Anthropic does) and keeps "
-        "windowfit's budget guarantee.",
+        "clears the results that leave a keep-window of 3 (as Anthropic does), "
+        f"{PRESETS['windowfit-lean'].batch_size} at a time, and keeps windowfit's budget "
+        "guarantee.",
         "",
     ]
     variants = _variants(first.policies)
