@@ -244,9 +244,13 @@ class Fold:
         self.advance_protection(upto)
         trigger = self.settings.clear_trigger
         if trigger is not None and self.fixed + self.prefix[upto] > trigger * budget:
-            # Keep-window clearing: every clearable result goes as soon as it leaves the
-            # window, which changes the request near its end and re-sends little.
-            state = State(len(self.clearable_msg), state.cut, exhausted=state.exhausted)
+            # Keep-window clearing: the results that left the window are cleared once
+            # ``batch_size`` of them wait, which changes the request near its end; a
+            # batch re-sends a little more at a change but changes it that many times
+            # less often, and the waiting results stay intact meanwhile.
+            waiting = len(self.clearable_msg) - state.cleared
+            if waiting >= self.settings.batch_size:
+                state = State(len(self.clearable_msg), state.cut, exhausted=state.exhausted)
         if self.head_end < 0 or self.size(state.cleared, state.cut, upto) <= budget:
             return replace(state, failed=False) if state.failed else state
         n_clearable = len(self.clearable_msg)

@@ -6,10 +6,13 @@ down to a low-water mark, and when it has to drop turns or rounds, it drops enou
 leave headroom, so that the many requests that follow share their prefix with the prompt
 cache. ``seed`` is the write-up's behaviour exactly (clear just enough, four at a time;
 slide the window of turns or rounds at every request), kept for reference.
-``windowfit-lean`` is for users who care most about cost: past a trigger it clears each
-result as it leaves a small keep-window (as Anthropic's clear_tool_uses and OpenHands'
+``windowfit-lean`` is for users who care most about cost: past a trigger it clears the
+results that leave a small keep-window (as Anthropic's clear_tool_uses and OpenHands'
 observation masking do), which changes the request only near its end; the budget guarantee
-and stages 2 and 3 stay as the fallback.
+and stages 2 and 3 stay as the fallback. It clears them eight at a time, not one by one:
+each clearing re-writes the request's tail to the prompt cache, so a batch of eight
+re-writes it once where one by one would re-write it eight times, and the waiting results
+stay intact meanwhile (benchmarks/REPLAY.md shows the batch size swept).
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ class FitSettings:
     conversation's earlier request points as well (see :mod:`windowfit.fitting`).
     ``keep_results``: protect the newest this many results instead of a fraction of the
     budget. ``clear_trigger``: once the uncleared request is above this fraction of the
-    budget, clear every clearable result as soon as it leaves the protected window (one
-    at a time, near the end of the request), instead of in batches when over budget.
+    budget, clear the results that left the protected window as soon as ``batch_size`` of
+    them wait (near the end of the request), instead of in batches when over budget;
+    ``batch_size=1`` clears each one as it leaves.
     """
 
     name: str = "windowfit"
@@ -94,5 +98,7 @@ class FitSettings:
 PRESETS: dict[str, FitSettings] = {
     "windowfit": FitSettings(),
     "seed": FitSettings(name="seed", low_water=1.0, cut_low_water=1.0, stateless=True),
-    "windowfit-lean": FitSettings(name="windowfit-lean", keep_results=3, clear_trigger=1.0),
+    "windowfit-lean": FitSettings(
+        name="windowfit-lean", keep_results=3, clear_trigger=1.0, batch_size=8
+    ),
 }

@@ -34,8 +34,8 @@ _STAGES = {
 _PRESET_HELP = {
     "windowfit": "clears old tool results in batches down to half the budget, then drops "
     "whole old turns; keeps the prefix stable for the prompt cache",
-    "windowfit-lean": "clears every tool result but the newest 3 once the request passes "
-    "the budget",
+    "windowfit-lean": "once the request passes the budget, clears the tool results older "
+    "than the newest 3, eight at a time",
     "seed": "the seed's rule: clears or drops just enough, from the current request alone",
 }
 
