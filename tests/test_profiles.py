@@ -300,9 +300,9 @@ def test_message_counting_adds_the_framing_per_text_part() -> None:
 @pytest.mark.parametrize("size", [1, 255, 256, 257, 4095, 4096, 4097, 8193, 70_000, 600_001])
 @pytest.mark.parametrize("script", ["mixed", "ascii", "heavy"])
 def test_the_fast_count_is_the_sum_of_the_pair_weights(family: str, size: int, script: str) -> None:
-    """The C-speed passes (pieces of 2**18 characters, adler32 sums of 4,096 nibbles or of
-    256 weights) give exactly the sum of the pair weights, across piece boundaries too,
-    with the heaviest weights too (digits after spaces, unmeasured classes)."""
+    """The C-speed passes (pieces of 2**18 characters, adler32 sums of 256 weights) give
+    exactly the sum of the pair weights, across piece boundaries too, with the heaviest
+    weights too (digits after spaces, unmeasured classes)."""
     base = {
         "mixed": "def f(x):\n    return x + 1  # ок 中文 😀\n",
         "ascii": "def f(x):\n    return x + 1  # 12 34 !?\n",
