@@ -23,7 +23,9 @@ from windowfit.errors import SettingsError
 from windowfit.profiles import (
     CHARACTER_CLASSES,
     FAMILIES,
+    LOWER_RUN,
     PARAMETERS,
+    PUNCT_RUN,
     RUN_PARAMETERS,
     WEIGHT_UNIT,
     Profile,
@@ -253,10 +255,10 @@ def _by_hand(estimator: ProfileEstimator, text: str, framing: float = 0.0) -> in
         ("ab" * 7 + "a", {"lower_run": 0}),
         ("ab" * 8, {"lower_run": 1}),
         ("ab" * 24 + "B" + "ab" * 8, {"lower_run": 4}),
-        ("x" * 100, {"lower_run": 0}),  # one repeated letter: left to the pairs
-        ("abcdefgh" + "h" + "abcdefgh", {"lower_run": 0}),  # a repeat breaks the run
+        ("x" * 100, {"lower_run": 6}),  # one repeated letter is a run too: errs high
+        ("abcdefgh" + "h" + "abcdefgh", {"lower_run": 1}),
         ("!?" * 4, {"punct_long": 2}),
-        ("=" * 40, {"punct_long": 0}),  # a separator is a few long tokens
+        ("=" * 40, {"punct_long": 10}),  # a separator (a few long tokens): errs high
         ("!?! ?!?", {"punct_long": 0}),
         ("ок" * 20, {"lower_run": 0, "punct_long": 0}),
     ],
@@ -298,7 +300,7 @@ def test_message_counting_adds_the_framing_per_text_part() -> None:
 @pytest.mark.parametrize("size", [1, 255, 256, 257, 4095, 4096, 4097, 8193, 70_000, 600_001])
 @pytest.mark.parametrize("script", ["mixed", "ascii", "heavy"])
 def test_the_fast_count_is_the_sum_of_the_pair_weights(family: str, size: int, script: str) -> None:
-    """The C-speed passes (pieces of 2**18 characters, adler32 sums of 4,096 nibbles) give
+    """The C-speed passes (pieces of 2**18 characters, adler32 sums of 256 weights) give
     exactly the sum of the pair weights, across piece boundaries too, with the heaviest
     weights too (digits after spaces, unmeasured classes)."""
     base = {
@@ -466,20 +468,54 @@ def test_a_table_given_by_hand_is_summed_without_the_padding() -> None:
 _RUN_ALPHABET = "abcdefghijklmnopqrstuvwxyz" + "aaa" + "!!--==.,;()" + " \nAZ09\té中😀"
 
 
-@given(st.text(alphabet=_RUN_ALPHABET, max_size=400))
-def test_runs_counted_on_their_stretches_equal_runs_counted_on_the_whole_text(text: str) -> None:
-    """The run terms are counted on the stretches of letters or punctuation that can hold
-    a run (a long text pays the big-integer passes over those only); the count must be
-    the whole text's, in the general path and in the ASCII closure alike."""
+@given(st.binary(max_size=3000))
+def test_weights_summed_256_at_a_time_are_their_sum(weights: bytes) -> None:
     from windowfit import profiles
 
-    data = text.encode("utf-8", "surrogatepass")
-    whole = profiles._distinct_classes(data)
-    expected = (
-        whole.count(profiles._LOWER_RUN_BYTES),
-        whole.count(profiles._PUNCT_RUN_BYTES),
-    )
-    assert profiles._stretch_runs(data, data.translate(profiles._CLASS_TABLE)) == expected
+    assert profiles._weight_sum(weights) == sum(weights)
+    assert profiles._weight_sum(b"\xff" * 70_000) == 255 * 70_000
+
+
+def _reference_runs(text: str, repeats_break: bool) -> tuple[int, int]:
+    """(lowercase runs, punctuation runs) the slow way: each maximal stretch of lowercase
+    ASCII letters (of ASCII punctuation) counts its length // the run length; with
+    ``repeats_break``, a character repeating the one before it ends the stretch (the rule
+    of the run terms before they were one ``bytes.count`` each)."""
+    counts = {"lower": 0, "punct": 0}
+
+    def kind(c: str) -> str | None:
+        if "a" <= c <= "z":
+            return "lower"
+        if c.isascii() and not c.isalnum() and c not in " \t\r\x0b\x0c\n":
+            return "punct"
+        return None
+
+    stretch, length, before = None, 0, ""
+    for c in text + "\x80":  # (a character of no class ends the last stretch)
+        k = kind(c)
+        if k is None or k != stretch or (repeats_break and c == before):
+            if stretch is not None:
+                counts[stretch] += length // (LOWER_RUN if stretch == "lower" else PUNCT_RUN)
+            stretch, length = (None, 0) if k is None or (repeats_break and c == before) else (k, 0)
+        if stretch is not None:
+            length += 1
+        before = c
+    return counts["lower"], counts["punct"]
+
+
+@given(st.text(alphabet=_RUN_ALPHABET, max_size=400))
+def test_run_terms_count_every_whole_run_of_a_stretch(text: str) -> None:
+    """The run terms are one ``bytes.count`` each: every whole run of each stretch of
+    lowercase letters or punctuation, a repeated character included, so never fewer than
+    the rule that left repeated characters out; the ASCII closure agrees with the general
+    path."""
+    from windowfit import profiles
+
+    lower, punct = _reference_runs(text, repeats_break=False)
+    assert run_counts(text) == {"lower_run": lower, "punct_long": punct}
+    assert profiles._runs(profiles._classes(text)) == (lower, punct)
+    old_lower, old_punct = _reference_runs(text, repeats_break=True)
+    assert lower >= old_lower and punct >= old_punct
     for estimator in (estimator_for(), estimator_for(family="tekken")):
         assert isinstance(estimator, profiles.ProfileEstimator)
         assert estimator.estimate(text) == estimator._estimate_any(text, 0.0)

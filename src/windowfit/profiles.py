@@ -28,9 +28,9 @@ as UTF-8, ``bytes.translate`` turns each ASCII or lead byte into its class and d
 continuation bytes (the class of a non-ASCII character is the range of its lead byte), a
 big-integer shift and ``or`` pair every character with the one before it, a second
 ``translate`` turns pairs into weights (in 1/128 token), and ``zlib.adler32`` sums them
-exactly (one call for a text of up to 255 characters; beyond that, the weights' high
-and low nibbles, 4,096 at a time). Pure ASCII takes a shorter way: its groups are its
-classes, so one multiplication of the classes pairs them. It runs more than ten times
+exactly (one call per 256 weights: their sum plus one stays below its modulus). Pure
+ASCII takes a shorter way: its groups are its classes, so one multiplication of the
+classes pairs them. It runs more than ten times
 faster than tiktoken on every script measured (``benchmarks/tokens_report.py``).
 
 What that costs in resolution: a class is the range of a lead byte, so Thai, Lao and
@@ -101,7 +101,6 @@ totals of a request are what they were fitted to.
 from __future__ import annotations
 
 import math
-import re
 import threading
 import zlib
 from collections import Counter
@@ -435,41 +434,49 @@ def _pieces(classes: bytes) -> Iterator[tuple[bytes, int, int]]:
         yield _pairs(piece), start - first, len(piece)
 
 
-#: Longer texts are summed by nibbles: a weight is 16 * high + low, each at most 15, so
-#: adler32's low half sums up to 4,368 of either exactly (15 * 4,368 + 1 < 65,521). Two
-#: translates and two adler32 calls per 4,096 pairs cost less than one adler32 call per
-#: 256 weights (most of a fit's long texts are a few thousand characters).
-_NIBBLE_PIECE = 4096
-
-
 def _nibble_tables(table: bytes) -> tuple[bytes, bytes]:
-    """The high and low nibbles of a table's weights, as tables of their own."""
+    """The high and low nibbles of a table's weights, as tables of their own (what
+    :func:`_weighted_units` is given, and joins back into the table once)."""
     return bytes(w >> 4 for w in table), bytes(w & 15 for w in table)
 
 
-def _nibble_sum(codes: bytes, start: int, stop: int, high: bytes, low: bytes) -> int:
-    """The sum of the weights of ``codes[start:stop]`` (``high``/``low``: the nibble
-    tables of the weights), exactly, at C speed."""
-    highs, lows = codes.translate(high), codes.translate(low)
-    adler32 = zlib.adler32
-    if start == 0 and stop == len(codes) and stop <= _NIBBLE_PIECE:
-        return 16 * (adler32(highs) & 0xFFFF) + (adler32(lows) & 0xFFFF) - 17
-    high_view, low_view = memoryview(highs), memoryview(lows)
+#: Weights summed per adler32 call by :func:`_weight_sum`: 256 of at most 255, plus one,
+#: stay below adler32's modulus (see :data:`_SHORT`).
+_SUM_PIECE = _SHORT + 1
+
+
+def _weight_sum(weights: bytes | memoryview) -> int:
+    """The sum of ``weights`` (bytes), exactly: one adler32 call per 256 of them, on
+    views of the one string. Measured cheaper on agent traffic than summing the weights'
+    high and low nibbles 4,096 at a time (a text of 4,096 characters: 16 calls of a loop
+    against 8,192 bytes more to translate and sum)."""
+    view, adler32 = memoryview(weights), zlib.adler32
     total = 0
-    for k in range(start, stop, _NIBBLE_PIECE):
-        end = min(k + _NIBBLE_PIECE, stop)
-        total += 16 * (adler32(high_view[k:end]) & 0xFFFF) + (adler32(low_view[k:end]) & 0xFFFF)
-        total -= 17
-    return total
+    for k in range(0, len(weights), _SUM_PIECE):
+        total += adler32(view[k : k + _SUM_PIECE]) & 0xFFFF
+    return total - -(-len(weights) // _SUM_PIECE)  # each call's sum starts at 1
+
+
+#: The weight tables of the nibble tables given to :func:`_weighted_units` (one per
+#: profile; a few dozen at most).
+_TABLES: dict[tuple[bytes, bytes], bytes] = {}
 
 
 def _weighted_units(classes: bytes, high: bytes, low: bytes) -> int:
     """The sum of the pair weights, in 1/:data:`WEIGHT_UNIT` tokens (``high``/``low``:
-    the nibble tables of the profile's weights)."""
+    the nibble tables of the profile's weights): one translate to the weights, summed
+    256 at a time (:func:`_weight_sum`), fewer passes than the nibbles' two."""
+    table = _TABLES.get((high, low))
+    if table is None:
+        table = bytes(16 * h + lo for h, lo in zip(high, low, strict=True))
+        if len(_TABLES) >= 64:
+            _TABLES.clear()
+        _TABLES[(high, low)] = table
     if len(classes) <= _PIECE:
-        return _nibble_sum(_pairs(classes), 0, len(classes), high, low)
+        return _weight_sum(memoryview(_pairs(classes).translate(table))[: len(classes)])
     return sum(
-        _nibble_sum(codes, first, stop, high, low) for codes, first, stop in _pieces(classes)
+        _weight_sum(memoryview(codes.translate(table))[first:stop])
+        for codes, first, stop in _pieces(classes)
     )
 
 
@@ -501,85 +508,29 @@ _LOWER_CODE = _CLASS_TABLE[ord("a")]
 _PUNCT_CODE = _CLASS_TABLE[ord("!")]
 
 
-def _distinct_classes(data: bytes) -> bytes:
-    """The class bytes of ``data`` (UTF-8) with every ASCII character that repeats the one
-    before it counted as a space, for the run terms: a run of one repeated character
-    (``====``, ``----``: a few long tokens; ``xxxx``: a token per 2-8 letters, left to
-    the pair weights as before the run terms) is not a run of different characters.
-    Bytes inside a non-ASCII character may turn into spaces too; they are never letters
-    or punctuation. Big-integer passes at C speed, only for a text that has a run."""
-    size = len(data)
-    x = int.from_bytes(data, "little")
-    same = (x ^ (x << 8)).to_bytes(size + 1, "little")[:size].translate(_ZERO_TO_FF)
-    m = int.from_bytes(same, "little")
-    masked = (x & ~m) | (m & int.from_bytes(b" " * size, "little"))
-    return masked.to_bytes(size, "little").translate(_CLASS_TABLE, _CONTINUATION_BYTES)
+def _runs(classes: bytes) -> tuple[int, int]:
+    """(lowercase runs, punctuation runs) of :data:`RUN_PARAMETERS` in a text's class bytes
+    (one per character): ``bytes.count`` of the class byte repeated, one C pass each.
 
-
-_ZERO_TO_FF = bytes([0xFF] + [0] * 255)
-
-#: The rest of a stretch of lowercase letters or of punctuation, in class bytes of
-#: ``_CLASS_TABLE`` (no byte of a non-ASCII character has either class).
-_LOWER_REST = re.compile(re.escape(bytes([_LOWER_CODE])) + b"*")
-_PUNCT_REST = re.compile(re.escape(bytes([_PUNCT_CODE])) + b"*")
-
-
-def _stretch_count(
-    data: bytes, classes: bytes, needle: bytes, rest: re.Pattern[bytes], run: bytes
-) -> int:
-    """Runs ``run`` (in ``_CLASS_TABLE`` bytes) counted on each stretch of its class that
-    holds one, through :func:`_distinct_classes` on that stretch alone. ``classes`` has one
-    class byte per byte of ``data``, in which the run reads ``needle`` and the rest of a
-    stretch matches ``rest``."""
-    code, count = needle[:1], 0
-    at = classes.find(needle)
-    while at >= 0:
-        start = at  # the stretch began at most len(needle) - 1 bytes earlier
-        while start and classes[start - 1 : start] == code:
-            start -= 1
-        found = rest.match(classes, at)
-        end = found.end() if found else at + len(needle)
-        count += _distinct_classes(data[start:end]).count(run)
-        at = classes.find(needle, end)
-    return count
-
-
-def _stretch_runs(data: bytes, full_classes: bytes) -> tuple[int, int]:
-    """(lowercase runs, punctuation runs) counted on the stretches that can hold one
-    (``full_classes``: ``data`` through ``_CLASS_TABLE``, one byte per byte), each through
-    :func:`_distinct_classes` on its own. The same counts as the whole text through it:
-    a stretch's first character differs from the one before (another class), and a run
-    never crosses a byte of another class. A long text pays the big-integer passes only
-    over its stretches (most prose has a few short ones), not over every character."""
-    return (
-        _stretch_count(data, full_classes, _LOWER_RUN_BYTES, _LOWER_REST, _LOWER_RUN_BYTES),
-        _stretch_count(data, full_classes, _PUNCT_RUN_BYTES, _PUNCT_REST, _PUNCT_RUN_BYTES),
-    )
-
-
-def _runs(data: bytes, classes: bytes) -> tuple[int, int]:
-    """(lowercase runs, punctuation runs) of :data:`RUN_PARAMETERS` (``classes``: the
-    text's class bytes; punctuation repeating the character before it apart)."""
+    A run of one repeated character (``====``, ``xxxx``) is a run like any other. Its
+    tokens are fewer than a run of different characters takes (a separator line is a few
+    long tokens), so the count errs high there, never low; leaving such runs out cost a
+    Python step and several big-integer passes per stretch of punctuation, and agent
+    traffic has thousands (code, tracebacks, markdown tables): most of a cold fit's time."""
     lower = classes.count(_LOWER_RUN_BYTES) if len(classes) >= LOWER_RUN else 0
-    punct = classes.count(_PUNCT_RUN_BYTES)
-    if lower or punct:
-        full = classes if len(classes) == len(data) else data.translate(_CLASS_TABLE)
-        found_lower, found_punct = _stretch_runs(data, full)
-        lower = found_lower if lower else 0
-        punct = found_punct if punct else 0
-    return lower, punct
+    return lower, classes.count(_PUNCT_RUN_BYTES)
 
 
 def run_counts(text: str, lower_run: int = LOWER_RUN, punct_run: int = PUNCT_RUN) -> dict[str, int]:
     """The runs of :data:`RUN_PARAMETERS` in ``text``: whole ``lower_run`` lowercase
-    letters and whole ``punct_run`` punctuation characters in a row, where none repeats
-    the one before it (other lengths are for the calibration's choice of them)."""
+    letters and whole ``punct_run`` punctuation characters in a row (other lengths are for
+    the calibration's choice of them)."""
     if not text:
         return {"lower_run": 0, "punct_long": 0}
-    data = text.encode("utf-8", "surrogatepass")
+    classes = _classes(text)
     return {
-        "lower_run": _distinct_classes(data).count(bytes([_LOWER_CODE]) * lower_run),
-        "punct_long": _distinct_classes(data).count(bytes([_PUNCT_CODE]) * punct_run),
+        "lower_run": classes.count(bytes([_LOWER_CODE]) * lower_run),
+        "punct_long": classes.count(bytes([_PUNCT_CODE]) * punct_run),
     }
 
 
@@ -727,19 +678,12 @@ class ProfileEstimator(Estimator):
 
         if not self._padding_free:
             return general
-        table, high, low = self._table, self._high, self._low
+        table = self._table
         ascii_classes, multiplier = _ASCII_CLASSES, _ASCII_PAIR_MULTIPLIER
-        adler32, from_bytes, ceil, nibble_sum = zlib.adler32, int.from_bytes, math.ceil, _nibble_sum
+        adler32, from_bytes, ceil, weight_sum = zlib.adler32, int.from_bytes, math.ceil, _weight_sum
         lower_units, punct_units = self._lower_units, self._punct_units
         lower_run = bytes([_ASCII_CLASSES[ord("a")]]) * LOWER_RUN
         punct_run = bytes([_ASCII_CLASSES[ord("!")]]) * PUNCT_RUN
-        stretch_count, general_lower_run, general_punct_run = (
-            _stretch_count,
-            _LOWER_RUN_BYTES,
-            _PUNCT_RUN_BYTES,
-        )
-        lower_rest = re.compile(re.escape(lower_run[:1]) + b"*")
-        punct_rest = re.compile(re.escape(punct_run[:1]) + b"*")
 
         def estimate(text: str) -> int:
             if not text.isascii():
@@ -755,18 +699,12 @@ class ProfileEstimator(Estimator):
             if size <= _SHORT:
                 units = (adler32(pairs.translate(table)) & 0xFFFF) - 1
             else:
-                units = nibble_sum(pairs, 0, size + 1, high, low)  # padding weighs 0
-            if size >= PUNCT_RUN:
-                # The run terms, on the stretches of letters or punctuation that hold a run
-                # (one ``find`` each when there is none).
-                if size >= LOWER_RUN and lower_units:
-                    units += lower_units * stretch_count(
-                        data, classes, lower_run, lower_rest, general_lower_run
-                    )
+                units = weight_sum(pairs.translate(table))  # the padding weighs 0
+            if size >= PUNCT_RUN:  # the run terms (see _runs)
                 if punct_units:
-                    units += punct_units * stretch_count(
-                        data, classes, punct_run, punct_rest, general_punct_run
-                    )
+                    units += punct_units * classes.count(punct_run)
+                if size >= LOWER_RUN and lower_units:
+                    units += lower_units * classes.count(lower_run)
             return ceil(units / WEIGHT_UNIT + framing) or 1  # a text is one token at least
 
         return estimate
@@ -799,7 +737,7 @@ class ProfileEstimator(Estimator):
         else:
             units = _weighted_units(classes, self._high, self._low)
         if size >= PUNCT_RUN:
-            lower, punct = _runs(data, classes)
+            lower, punct = _runs(classes)
             units += self._lower_units * lower + self._punct_units * punct
         if self._extras:
             heavy = classes.translate(None, self._not_heavy)  # the heavy classes' bytes only
