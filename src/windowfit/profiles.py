@@ -158,16 +158,28 @@ WEIGHT_UNIT = 128
     _LATIN,
     _GREEK,
     _CYRILLIC,
-    _RTL,
+    _CYRILLIC_EXT,
+    _ARMENIAN,
+    _HEBREW,
+    _ARABIC,
+    _RTL_OTHER,
     _INDIC,
+    _THAI,
+    _LAO,
+    _TIBETAN,
+    _MYANMAR,
+    _GEORGIAN,
+    _ETHIOPIC,
     _OTHER_SCRIPTS,
+    _VIETNAMESE,
+    _GREEK_EXT,
     _SYMBOLS,
     _KANA,
     _HAN,
     _HANGUL,
     _EMOJI,
     _OTHER,
-) = range(19)
+) = range(31)
 
 _G_START, _G_LOWER, _G_UPPER, _G_DIGIT, _G_PUNCT, _G_SPACE, _G_NEWLINE, _G_SCRIPT = range(8)
 _LETTER_GROUPS = frozenset({_G_LOWER, _G_UPPER})
@@ -204,14 +216,22 @@ def _class_of_byte(b: int) -> int:
         return _LATIN
     if 0xCC <= b <= 0xCF:
         return _GREEK
-    if 0xD0 <= b <= 0xD4:
-        return _CYRILLIC
-    if 0xD5 <= b <= 0xDF:
-        return _RTL
+    if b in (0xD0, 0xD1):
+        return _CYRILLIC  # U+0400-047F
+    if 0xD2 <= b <= 0xD4:
+        return _CYRILLIC_EXT  # U+0480-053F (Armenian capitals from U+0531 with them)
+    if b in (0xD5, 0xD6):
+        return _ARMENIAN  # U+0540-05BF (Hebrew points from U+0591 with it)
+    if b == 0xD7:
+        return _HEBREW  # U+05C0-05FF (the letters)
+    if 0xD8 <= b <= 0xDB:
+        return _ARABIC
+    if 0xDC <= b <= 0xDF:
+        return _RTL_OTHER
     if b == 0xE0:
-        return _INDIC
+        return _INDIC  # U+0800-0FFF; Thai, Lao and Tibetan by their page (_PAGE_CLASSES)
     if b == 0xE1:
-        return _OTHER_SCRIPTS
+        return _OTHER_SCRIPTS  # U+1000-1FFF; split by page (_PAGE_CLASSES)
     if b == 0xE2:
         return _SYMBOLS
     if b in (0xE3, 0xEF):
@@ -229,6 +249,92 @@ _CLASS_TABLE = bytes(
     _class_of_byte(b) << 3 | _GROUP_OF.get(_class_of_byte(b), _G_SCRIPT) for b in range(256)
 )
 _CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
+
+# A lead byte that holds scripts which tokenize differently is split by the character's
+# page (code point // 256) and quarter of a page (64 code points): E0 holds Thai, Lao and
+# Tibetan beside the Indic scripts, E1 the U+1000-1FFF blocks. Only a text whose classes
+# hold E1's class, or E0's and a page of this table, pays for it (one UTF-16 encoding,
+# two slices, a few translates and big-integer passes over one byte per character);
+# ASCII and every other text never do.
+
+#: Page -> the class of each of its four quarters (the pages of E0 and E1 that differ
+#: from their lead byte's class; the others keep it).
+_PAGE_CLASSES: Mapping[int, tuple[int, int, int, int]] = MappingProxyType(
+    {
+        0x0E: (_THAI, _THAI, _LAO, _LAO),
+        0x0F: (_TIBETAN,) * 4,
+        0x10: (_MYANMAR, _MYANMAR, _MYANMAR, _GEORGIAN),
+        0x12: (_ETHIOPIC,) * 4,
+        0x13: (_ETHIOPIC, _ETHIOPIC, _OTHER_SCRIPTS, _OTHER_SCRIPTS),
+        0x1C: (_OTHER_SCRIPTS, _OTHER_SCRIPTS, _GEORGIAN, _OTHER_SCRIPTS),
+        0x1E: (_VIETNAMESE,) * 4,
+        0x1F: (_GREEK_EXT,) * 4,
+    }
+)
+#: The pages of E0 that are split (a text of E0 characters on other pages is all Indic).
+_E0_SPLIT_PAGES = tuple(bytes([page]) for page in _PAGE_CLASSES if page < 0x10)
+#: A UTF-16 unit's high byte -> its page's index in _PAGE_CLASSES, times 4 (0: not split);
+#: a low surrogate (DC-DF) -> 0xFC, so that the second unit of a pair can be dropped.
+_SURROGATE_KEY = 0xFC
+_PAGE_KEYS = bytes(
+    _SURROGATE_KEY
+    if 0xDC <= b <= 0xDF
+    else 4 * (1 + list(_PAGE_CLASSES).index(b))
+    if b in _PAGE_CLASSES
+    else 0
+    for b in range(256)
+)
+#: A UTF-16 unit's low byte -> its quarter of the page.
+_QUARTERS = bytes(b >> 6 for b in range(256))
+#: Page key + quarter -> the class byte of the character (0: keep the lead byte's).
+_KEY_CLASSES = bytes(
+    _PAGE_CLASSES[list(_PAGE_CLASSES)[key // 4 - 1]][key % 4] << 3 | _G_SCRIPT
+    if 4 <= key < 4 * (1 + len(_PAGE_CLASSES))
+    else 0
+    for key in range(256)
+)
+_NONZERO_TO_FF = bytes([0] + [0xFF] * 255)
+_SURROGATE_KEYS = bytes(range(_SURROGATE_KEY, 256))
+
+
+def _split_lead_classes(text: str, classes: bytes) -> bytes:
+    """``classes`` with the characters of split pages (``_PAGE_CLASSES``) given their
+    page's class, when there are any (else ``classes`` itself)."""
+    e1, e0 = _CLASS_TABLE[0xE1], _CLASS_TABLE[0xE0]
+    if e1 not in classes:
+        if e0 not in classes:
+            return classes
+        units = text.encode("utf-16-be", "surrogatepass")
+        pages = units[::2]
+        if not any(page in pages for page in _E0_SPLIT_PAGES):
+            return classes
+    else:
+        units = text.encode("utf-16-be", "surrogatepass")
+        pages = units[::2]
+    keys = (
+        int.from_bytes(pages.translate(_PAGE_KEYS), "little")
+        + int.from_bytes(units[1::2].translate(_QUARTERS), "little")
+    ).to_bytes(len(pages), "little")
+    if len(units) != 2 * len(text):  # a character beyond the BMP is two units
+        keys = keys.translate(None, _SURROGATE_KEYS)
+    found = keys.translate(_KEY_CLASSES)
+    if len(found) != len(classes):  # a lone low surrogate: one character at a time
+        return _split_lead_classes_slowly(text, classes)
+    size = len(classes)
+    mask = int.from_bytes(found.translate(_NONZERO_TO_FF), "little")
+    merged = (int.from_bytes(classes, "little") & ~mask) | int.from_bytes(found, "little")
+    return merged.to_bytes(size, "little")
+
+
+def _split_lead_classes_slowly(text: str, classes: bytes) -> bytes:
+    """:func:`_split_lead_classes` one character at a time (for a text that holds a lone
+    surrogate, which the fast way cannot align)."""
+    out = bytearray(classes)
+    for i, char in enumerate(text):
+        quarters = _PAGE_CLASSES.get(ord(char) >> 8)
+        if quarters is not None:
+            out[i] = quarters[(ord(char) >> 6) & 3] << 3 | _G_SCRIPT
+    return bytes(out)
 
 
 @dataclass(frozen=True)
@@ -252,16 +358,31 @@ CHARACTER_CLASSES: tuple[CharacterClass, ...] = (
     CharacterClass("newline", "line feeds"),
     CharacterClass("latin", "Latin-1, Latin Extended, IPA (U+0080-02FF)"),
     CharacterClass("greek", "combining marks, Greek (U+0300-03FF)"),
-    CharacterClass("cyrillic", "Cyrillic (U+0400-053F)"),
-    CharacterClass("rtl", "Armenian, Hebrew, Arabic, Syriac, Thaana, NKo (U+0540-07FF)"),
+    CharacterClass("cyrillic", "Cyrillic: Russian, Ukrainian, Serbian... (U+0400-047F)"),
     CharacterClass(
-        "indic", "Devanagari and the other Indic scripts, Thai, Lao, Tibetan (U+0800-0FFF)"
+        "cyrillic_ext",
+        "Cyrillic of other languages, Cyrillic Supplement, Armenian capitals (U+0480-053F)",
     ),
+    CharacterClass("armenian", "Armenian, Hebrew points and accents (U+0540-05BF)"),
+    CharacterClass("hebrew", "Hebrew letters (U+05C0-05FF)"),
+    CharacterClass("arabic", "Arabic (U+0600-06FF)"),
+    CharacterClass("rtl_other", "Syriac, Arabic Supplement, Thaana, NKo (U+0700-07FF)"),
+    CharacterClass(
+        "indic", "Devanagari and the other Indic scripts, Samaritan, Mandaic (U+0800-0DFF)"
+    ),
+    CharacterClass("thai", "Thai (U+0E00-0E7F)"),
+    CharacterClass("lao", "Lao (U+0E80-0EFF)"),
+    CharacterClass("tibetan", "Tibetan (U+0F00-0FFF)"),
+    CharacterClass("myanmar", "Myanmar, Georgian capitals (U+1000-10BF)"),
+    CharacterClass("georgian", "Georgian (U+10C0-10FF, U+1C80-1CBF)"),
+    CharacterClass("ethiopic", "Ethiopic (U+1200-137F)"),
     CharacterClass(
         "other_scripts",
-        "Myanmar, Georgian, Hangul Jamo, Ethiopic, Khmer, Mongolian, Vietnamese and "
-        "polytonic Greek letters (U+1000-1FFF; measured on generated words only)",
+        "Hangul Jamo, Cherokee, Canadian syllabics, Khmer, Mongolian, Balinese, phonetic "
+        "extensions and the other blocks of U+1100-1DFF",
     ),
+    CharacterClass("vietnamese", "Latin Extended Additional: Vietnamese (U+1E00-1EFF)"),
+    CharacterClass("greek_ext", "Greek Extended: polytonic Greek (U+1F00-1FFF)"),
     CharacterClass(
         "symbols", "general punctuation, arrows, math, box drawing, dingbats (U+2000-2FFF)"
     ),
@@ -407,7 +528,7 @@ def _classes(text: str) -> bytes:
     data = text.encode("utf-8", "surrogatepass")  # a lone surrogate counts as Hangul
     if len(data) == len(text):
         return data.translate(_CLASS_TABLE)
-    return data.translate(_CLASS_TABLE, _CONTINUATION_BYTES)
+    return _split_lead_classes(text, data.translate(_CLASS_TABLE, _CONTINUATION_BYTES))
 
 
 def _pairs(classes: bytes) -> bytes:
@@ -787,7 +908,7 @@ class ProfileEstimator(Estimator):
         if len(data) == len(text):
             classes = data.translate(_CLASS_TABLE)
         else:
-            classes = data.translate(_CLASS_TABLE, _CONTINUATION_BYTES)
+            classes = _split_lead_classes(text, data.translate(_CLASS_TABLE, _CONTINUATION_BYTES))
         size = len(classes)
         if size <= _SHORT and self._padding_free:
             # One adler32 sums the weights exactly (see _SHORT), the padding byte's
