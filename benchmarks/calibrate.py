@@ -19,9 +19,10 @@ What it does (see the docstring of windowfit.profiles for the model):
    swe_agent, tau_bench); and generated text of its own seeds: hard ASCII (random
    letters, punctuation runs, base64, hex, digits, digits and single letters between
    spaces) and random words of the Unicode blocks of the classes no real text holds
-   (GENERATED_CLASSES: Thai, Lao, Tibetan, Armenian, Hebrew, the other Cyrillic,
-   Syriac/Thaana/NKo, and the U+1000-1FFF classes). Random words of ASCII letters and
-   of the mathematical operators are measured, never fitted (CHECK_ONLY says why).
+   (GENERATED_CLASSES: Latin Extended, Thai, Lao, Tibetan, Armenian, Hebrew, the other
+   Cyrillic, Syriac/Thaana/NKo/Samaritan/Mandaic, and the U+1000-1FFF classes). Random
+   words of ASCII letters and of the mathematical operators are measured, never fitted
+   (CHECK_ONLY says why).
 2. For each tokenizer fits the profile parameters (tokens per class, per pair of classes,
    per run) by asymmetric least squares on relative errors, which punishes
    under-counting four times more than over-counting (non-negative, coordinate descent,
@@ -248,6 +249,11 @@ GENERATED_BLOCKS = {
     "Syriac": (0x0700, 0x074F),
     "Thaana": (0x0780, 0x07BF),
     "NKo": (0x07C0, 0x07FF),
+    "Samaritan and Mandaic": (0x0800, 0x085F),
+    "Arabic Extended-A": (0x08A0, 0x08FF),
+    "Latin Extended-A": (0x0100, 0x017F),
+    "Latin Extended-B": (0x0180, 0x024F),
+    "IPA and spacing modifiers": (0x0250, 0x02FF),
     "Mongolian": (0x1800, 0x18AF),
     "Canadian Syllabics": (0x1400, 0x167F),
     "Georgian": (0x10A0, 0x10FF),
@@ -325,6 +331,7 @@ CHECK_ONLY = ("random words", "Mathematical Operators")
 #: The classes that only generated text measures (its blocks set their rates and level:
 #: random words are harder than real text of a script, so they err high on it).
 GENERATED_CLASSES = (
+    "latin_ext",
     "cyrillic_ext",
     "armenian",
     "hebrew",
@@ -522,6 +529,7 @@ _ASCII_CLASSES = ("lower", "upper", "digit", "punct", "space", "newline")
 #: what one weight holds is counted per character apart).
 CLASS_BYTES = {
     "latin": 2,
+    "latin_ext": 2,
     "greek": 2,
     "cyrillic": 2,
     "cyrillic_ext": 2,
@@ -533,7 +541,7 @@ CLASS_BYTES = {
     **{
         name: 3
         for name in GENERATED_CLASSES
-        if name not in ("cyrillic_ext", "armenian", "hebrew", "rtl_other")
+        if name not in ("latin_ext", "cyrillic_ext", "armenian", "hebrew", "rtl_other")
     },
     "symbols": 3,
     "kana": 3,
@@ -806,24 +814,26 @@ def generated_class_level(
 ) -> dict[str, float]:
     """``rates`` with the GENERATED_CLASSES' rates raised (never lowered) until every
     generated text of them is at least TEXT_FLOOR over the real count. A text of one
-    class raises that class; a text of several (Hebrew letters with points of the
-    Armenian class) raises each by the same factor, until none is under (a few rounds)."""
+    class raises that class; a text of several (Armenian words with their capitals,
+    which share the class of the other Cyrillic) raises, by the same factor, those that
+    no text of one class sets (all of them if none is left), until none is under."""
     out = dict(rates)
     generated = [
-        t for t in texts if t.kind in ("gen", "gen-short") and not measured_by_real_text(t)
+        (t, [name for name in GENERATED_CLASSES if t.counts.get(name)])
+        for t in texts
+        if t.kind in ("gen", "gen-short") and not measured_by_real_text(t)
     ]
+    pinned = {names[0] for _, names in generated if len(names) == 1}
     for _ in range(20):
         raised = False
-        for t in generated:
-            names = [name for name in GENERATED_CLASSES if t.counts.get(name)]
-            own = sum(out.get(name, 0.0) * t.counts[name] for name in names)
-            rest = linear(out, t.counts) - own
-            need = TEXT_FLOOR * t.real[backend] - rest
+        for t, names in generated:
+            free = [name for name in names if name not in pinned] or names
+            own = sum(out.get(name, 0.0) * t.counts[name] for name in free)
+            need = TEXT_FLOOR * t.real[backend] - (linear(out, t.counts) - own)
             if own <= 0 or need <= own * (1 + 1e-9):
                 continue
-            factor = need / own
-            for name in names:
-                value = min(out[name] * factor, class_cap(name, backend))
+            for name in free:
+                value = min(out[name] * need / own, class_cap(name, backend))
                 raised |= value > out[name]
                 out[name] = value
         if not raised:
