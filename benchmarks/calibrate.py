@@ -18,9 +18,11 @@ What it does (see the docstring of windowfit.profiles for the model):
    text blocks, tool names, arguments, tool results; claude_code, mini_swe_agent_deepseek,
    swe_agent, tau_bench); and generated text of its own seeds: hard ASCII (random
    letters, punctuation runs, base64, hex, digits, digits and single letters between
-   spaces) and random words of the Unicode blocks of the U+1000-1FFF class, which no
-   real text holds. Random words of ASCII letters and of Thai, Tibetan, Hebrew, Armenian
-   and the mathematical operators are measured, never fitted (CHECK_ONLY says why).
+   spaces) and random words of the Unicode blocks of the classes no real text holds
+   (GENERATED_CLASSES: Latin Extended, Thai, Lao, Tibetan, Armenian, Hebrew, the other
+   Cyrillic, Syriac/Thaana/NKo/Samaritan/Mandaic, and the U+1000-1FFF classes). Random
+   words of ASCII letters and of the mathematical operators are measured, never fitted
+   (CHECK_ONLY says why).
 2. For each tokenizer fits the profile parameters (tokens per class, per pair of classes,
    per run) by asymmetric least squares on relative errors, which punishes
    under-counting four times more than over-counting (non-negative, coordinate descent,
@@ -28,8 +30,9 @@ What it does (see the docstring of windowfit.profiles for the model):
    the class's UTF-8 bytes (byte-level BPE never needs more tokens than bytes).
 3. Sets each family's level:
    * o200k, cl100k, tekken: lifted so that every real and generated hard-ASCII text is at
-     least 1.5% high and the agent-run parts together at least 2% high; the U+1000-1FFF
-     class's rate is then raised until every generated text of it is 1.5% high;
+     least 1.5% high and the agent-run parts together at least 2% high; the rates of the
+     classes only generated text measures are then raised until every generated text of
+     them is 1.5% high (at most 4 per character, the bound of any character);
    * deepseek: framing (per text part) and level chosen on the ``prompt_tokens`` that
      DeepSeek reported for each request of the mini-swe-agent runs, so that every run is
      counted at least 2% high with the smallest excess;
@@ -70,6 +73,7 @@ from windowfit.profiles import (
     PAIR_PARAMETERS,
     PARAMETERS,
     RUN_PARAMETERS,
+    UNMEASURED_RATE,
     UNMEASURED_RATES,
     pair_code_counts,
     parameter_counts,
@@ -236,9 +240,22 @@ _PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[]^_`{|}~"
 #: real text) instead of a blanket bound.
 GENERATED_BLOCKS = {
     "Thai": (0x0E00, 0x0E7F),
+    "Lao": (0x0E80, 0x0EFF),
     "Tibetan": (0x0F00, 0x0FFF),
     "Armenian": (0x0530, 0x058F),
     "Hebrew": (0x0590, 0x05FF),
+    "Cyrillic of other languages": (0x0480, 0x04FF),
+    "Cyrillic Supplement": (0x0500, 0x052F),
+    "Syriac": (0x0700, 0x074F),
+    "Thaana": (0x0780, 0x07BF),
+    "NKo": (0x07C0, 0x07FF),
+    "Samaritan and Mandaic": (0x0800, 0x085F),
+    "Arabic Extended-A": (0x08A0, 0x08FF),
+    "Latin Extended-A": (0x0100, 0x017F),
+    "Latin Extended-B": (0x0180, 0x024F),
+    "IPA and spacing modifiers": (0x0250, 0x02FF),
+    "Mongolian": (0x1800, 0x18AF),
+    "Canadian Syllabics": (0x1400, 0x167F),
     "Georgian": (0x10A0, 0x10FF),
     "Ethiopic": (0x1200, 0x137F),
     "Myanmar": (0x1000, 0x109F),
@@ -306,21 +323,34 @@ HARD_ASCII = (
 
 
 #: Generated kinds that are only measured, never fitted: random words of ASCII letters
-#: (a class model cannot tell them from English words), and random words of blocks whose
-#: class real text measures (Thai and Tibetan share Devanagari's class, Hebrew and
-#: Armenian Arabic's and Cyrillic's, the mathematical operators the symbols'): fitting
-#: them would put random strings above real text of the class's main script. They are
-#: held out like the rest, to show what the classes cannot see.
-CHECK_ONLY = (
-    "random words",
-    "Thai",
-    "Tibetan",
-    "Hebrew",
-    "Armenian",
-    "Mathematical Operators",
+#: (a class model cannot tell them from English words), and random words of a block
+#: whose class real text measures (the mathematical operators share the symbols'):
+#: fitting them would put random strings above real text of the class's main script.
+#: They are held out like the rest, to show what the classes cannot see.
+CHECK_ONLY = ("random words", "Mathematical Operators")
+#: The classes that only generated text measures (its blocks set their rates and level:
+#: random words are harder than real text of a script, so they err high on it).
+GENERATED_CLASSES = (
+    "latin_ext",
+    "cyrillic_ext",
+    "armenian",
+    "hebrew",
+    "rtl_other",
+    "thai",
+    "lao",
+    "tibetan",
+    "myanmar",
+    "georgian",
+    "ethiopic",
+    "other_scripts",
+    "vietnamese",
+    "greek_ext",
 )
-#: The class that only generated text measures (its blocks set its rate and level).
-GENERATED_CLASS = "other_scripts"
+
+
+def measured_by_real_text(row: TextRow) -> bool:
+    """Whether a text row holds none of GENERATED_CLASSES (its ratio sets the level)."""
+    return not any(row.counts.get(name) for name in GENERATED_CLASSES)
 
 
 def generated_rows(backends: dict[str, Estimator]) -> list[TextRow]:
@@ -475,9 +505,9 @@ FLOORS = {
         "latin",
         "greek",
         "cyrillic",
-        "rtl",
+        "arabic",
         "indic",
-        "other_scripts",
+        *GENERATED_CLASSES,
         "symbols",
         "kana",
         "han",
@@ -499,11 +529,20 @@ _ASCII_CLASSES = ("lower", "upper", "digit", "punct", "space", "newline")
 #: what one weight holds is counted per character apart).
 CLASS_BYTES = {
     "latin": 2,
+    "latin_ext": 2,
     "greek": 2,
     "cyrillic": 2,
-    "rtl": 2,
+    "cyrillic_ext": 2,
+    "armenian": 2,
+    "hebrew": 2,
+    "arabic": 2,
+    "rtl_other": 2,
     "indic": 3,
-    "other_scripts": 3,
+    **{
+        name: 3
+        for name in GENERATED_CLASSES
+        if name not in ("latin_ext", "cyrillic_ext", "armenian", "hebrew", "rtl_other")
+    },
     "symbols": 3,
     "kana": 3,
     "han": 3,
@@ -719,10 +758,13 @@ def fit_rows(
     def x(counted: dict[str, int]) -> list[float]:
         return [counted.get(name, 0) if name else 0 for name in names]
 
+    # The texts of the classes only generated text measures are left to
+    # generated_class_level: fitted, they would move the parameters those classes share
+    # with the measured scripts (a script character after a space) toward random words.
     rows = [
         Row(x(t.counts), max(1, t.real[backend]), KIND_WEIGHT[t.kind])
         for t in texts
-        if KIND_WEIGHT[t.kind]
+        if KIND_WEIGHT[t.kind] and measured_by_real_text(t)
     ]
     for part in parts:
         y = max(1, part.real[backend])
@@ -745,10 +787,10 @@ def text_level(
 ) -> float:
     """The scale that puts every text at least TEXT_FLOOR and the parts together at least
     PARTS_FLOOR over the real count (o200k, cl100k, tekken; and the held-out folds). The
-    texts of GENERATED_CLASS are left to :func:`generated_class_level`, the CHECK_ONLY
+    texts of GENERATED_CLASSES are left to :func:`generated_class_level`, the CHECK_ONLY
     ones to the checks."""
     scale = lift(
-        text_ratios(rates, [t for t in texts if not t.counts.get(GENERATED_CLASS)], backend),
+        text_ratios(rates, [t for t in texts if measured_by_real_text(t)], backend),
         TEXT_FLOOR,
     )
     if parts:
@@ -757,18 +799,46 @@ def text_level(
     return scale
 
 
+def class_cap(name: str, backend: str) -> float:
+    """The most a class only generated text measures may cost per character: 4, the
+    bound of any character (byte-level BPE never needs more tokens than UTF-8 bytes).
+    Not the class's own bytes: a word's space, which the pairs count nearly free after
+    a script character, is a token of its own in a script a tokenizer barely knows
+    (cl100k on Armenian, tekken on Lao), and the legacy Claude tokenizer's NFKC can
+    expand a character beyond its bytes."""
+    return UNMEASURED_RATE
+
+
 def generated_class_level(
     rates: dict[str, float], texts: Sequence[TextRow], backend: str
 ) -> dict[str, float]:
-    """``rates`` with GENERATED_CLASS's rate raised (never lowered) until every generated
-    text of it is at least TEXT_FLOOR over the real count."""
-    need = rates.get(GENERATED_CLASS, 0.0)
-    for t in texts:
-        n = t.counts.get(GENERATED_CLASS, 0)
-        if n and t.kind in ("gen", "gen-short"):
-            rest = linear(rates, t.counts) - rates.get(GENERATED_CLASS, 0.0) * n
-            need = max(need, (TEXT_FLOOR * t.real[backend] - rest) / n)
-    return {**rates, GENERATED_CLASS: min(need, float(CLASS_BYTES[GENERATED_CLASS]))}
+    """``rates`` with the GENERATED_CLASSES' rates raised (never lowered) until every
+    generated text of them is at least TEXT_FLOOR over the real count. A text of one
+    class raises that class; a text of several (Armenian words with their capitals,
+    which share the class of the other Cyrillic) raises, by the same factor, those that
+    no text of one class sets (all of them if none is left), until none is under."""
+    out = dict(rates)
+    generated = [
+        (t, [name for name in GENERATED_CLASSES if t.counts.get(name)])
+        for t in texts
+        if t.kind in ("gen", "gen-short") and not measured_by_real_text(t)
+    ]
+    pinned = {names[0] for _, names in generated if len(names) == 1}
+    for _ in range(20):
+        raised = False
+        for t, names in generated:
+            free = [name for name in names if name not in pinned] or names
+            own = sum(out.get(name, 0.0) * t.counts[name] for name in free)
+            need = TEXT_FLOOR * t.real[backend] - (linear(out, t.counts) - own)
+            if own <= 0 or need <= own * (1 + 1e-9):
+                continue
+            for name in free:
+                value = min(out[name] * need / own, class_cap(name, backend))
+                raised |= value > out[name]
+                out[name] = value
+        if not raised:
+            break
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -799,7 +869,7 @@ def holdout(
     sources = sorted({t.file for t in texts}) + sorted({p.source for p in parts})
     out = []
     used = [t for t in texts if generated or not t.file.startswith("generated")]
-    weighing = [t for t in used if KIND_WEIGHT[t.kind]]
+    weighing = [t for t in used if KIND_WEIGHT[t.kind] and measured_by_real_text(t)]
     row_sources = [t.file for t in weighing] + [p.source for p in parts]
     for family in families:
         backend = SHAPE_OF[family]
@@ -1203,9 +1273,7 @@ def main() -> int:
         rates = timed(
             f"fitting {family} on {backend}", lambda b=backend: fit_shape(b, texts, parts)
         )
-        ratios = text_ratios(
-            rates, [t for t in texts if not t.counts.get(GENERATED_CLASS)], backend
-        )
+        ratios = text_ratios(rates, [t for t in texts if measured_by_real_text(t)], backend)
         parts_ratio = sum(linear(rates, p.counts) for p in parts) / sum(
             p.real[backend] for p in parts
         )

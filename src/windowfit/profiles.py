@@ -8,8 +8,10 @@ How a text is counted
 
 Every character gets a *class* (:data:`CHARACTER_CLASSES`): lowercase and uppercase ASCII
 letters, digits, punctuation (and control characters), spaces and tabs, newlines, and for
-the others the code-point range of its script (Latin-extended, Greek, Cyrillic,
-Arabic/Hebrew, Devanagari and the other Indic scripts with Thai, Hangul, Han, kana and
+the others the code-point range of its script (Latin-1, Latin-extended, Greek, Cyrillic, the other
+Cyrillic, Armenian, Hebrew, Arabic, Syriac/Thaana/NKo, Devanagari and the other Indic
+scripts, Thai, Lao, Tibetan, Myanmar, Georgian, Ethiopic, Vietnamese, polytonic Greek,
+Hangul, Han, kana and
 CJK punctuation, emoji, general symbols, other). Each character then gets a weight that
 depends on its class *and on the class of the character before it* (the pair of the
 two). That is how the count sees what tokenizers see: a letter after a space starts a
@@ -25,7 +27,8 @@ family; the estimate is their sum, rounded up (at least 1 for a text that is not
 
 The work is C-speed passes over bytes, none per character in Python: the text is encoded
 as UTF-8, ``bytes.translate`` turns each ASCII or lead byte into its class and drops the
-continuation bytes (the class of a non-ASCII character is the range of its lead byte), a
+continuation bytes (the class of a non-ASCII character is the range of its lead byte, or,
+for the lead bytes E0 and E1, of its page: see below), a
 big-integer shift and ``or`` pair every character with the one before it, a second
 ``translate`` turns pairs into weights (in 1/128 token), and ``zlib.adler32`` sums them
 exactly (one call per 256 weights: their sum plus one stays below its modulus). Pure
@@ -33,16 +36,30 @@ ASCII takes a shorter way: its groups are its classes, so one multiplication of 
 classes pairs them. It runs more than ten times
 faster than tiktoken on every script measured (``benchmarks/tokens_report.py``).
 
-What that costs in resolution: a class is the range of a lead byte, so Thai, Lao and
-Tibetan share the class of the Indic scripts (U+0800-0FFF; telling them apart needs the
-second byte, which would cost about a third of the speed on Indic text, and no measured
-text has them); one pair weight holds at most 255/128 tokens, so what a character of a
-heavier class costs beyond that (``Profile.extras``: emoji, and the unmeasured classes) is
-counted per character apart; the classes no text measures (private use, planes 4-16)
-count :data:`UNMEASURED_RATE`, the UTF-8 byte bound of byte-level BPE. Myanmar, Georgian,
-Ethiopic, Khmer, Vietnamese and polytonic Greek letters (U+1000-1FFF) share one class
-that only generated words measure: its rate is set so that random words of each of
-those blocks are counted high, which over-counts real text of them.
+What that costs in resolution: a class is the range of a lead byte (64 to 4,096 code
+points), chosen where the scripts that share one tokenize alike: Latin-1 apart from Latin
+Extended and IPA, Cyrillic U+0400-047F apart from the letters of other languages
+(U+0480-053F, with the Armenian capitals), Armenian (U+0540-057F) apart from Hebrew (with
+the last Armenian letters), Arabic apart from Syriac, Thaana and NKo. Two lead bytes hold
+scripts that do not tokenize alike and cannot be cut by lead byte: E0 (Devanagari and the
+other Indic scripts, Samaritan, Mandaic and Arabic Extended, Thai, Lao, Tibetan) and E1
+(U+1000-1FFF: Myanmar, Georgian, Ethiopic, Khmer, Vietnamese, polytonic Greek...). Their
+characters are classed by page and quarter of a page (64 code points,
+:data:`_PAGE_CLASSES`) in a second pass over the text's UTF-16 form (high bytes: the
+page; low bytes: the quarter; translates and big-integer passes over one byte per
+character), which only a text holding E1, or E0 on a split page, pays: ASCII never
+reaches it, and a text of other scripts (Hindi included, which pays one encoding to see
+it has no Thai) keeps its lead-byte classes. No real text in the data holds these
+scripts, so their rates are the least that counts random words of their blocks
+(``benchmarks/calibrate.py``'s ``GENERATED_CLASSES``) 1.5% high, at most 4 tokens per
+character, not fitted: random words are harder than real text of a script, so real Thai
+or Georgian is counted high. One pair weight holds at most 255/128 tokens, so what a
+character of a heavier class costs beyond that (``Profile.extras``: emoji, most of the
+generated classes, and the unmeasured ones) is counted per character apart; the classes
+no text measures (private use, planes 4-16) count :data:`UNMEASURED_RATE`, the UTF-8 byte
+bound of byte-level BPE. The rest of U+1100-1DFF (Hangul Jamo, Cherokee, Canadian
+syllabics, Khmer, Mongolian...) shares one class whose rate is the highest its generated
+blocks need.
 
 Families and where their numbers come from
 ------------------------------------------
@@ -52,9 +69,9 @@ Families and where their numbers come from
     in ``../shared/data/texts`` (whole, and in pieces), of every message part of the
     recorded agent runs in ``../shared/data/trajectories``, and of generated hard ASCII
     (random letters, punctuation runs, base64, hex, digits, digits and letters between
-    spaces) and generated words of the blocks of the U+1000-1FFF class, with an
-    asymmetric loss that punishes under-counting four times more, then lifted so that
-    every text is counted at least 1.5% high. The method was chosen by held-out figures
+    spaces), with an asymmetric loss that punishes under-counting four times more, then
+    lifted so that every text is counted at least 1.5% high; the classes only generated
+    words measure are then set on those (above). The method was chosen by held-out figures
     (``calibrate.py --holdout``: every text, generated kind and folder of runs fitted
     without it, then measured).
     ``deepseek``'s framing and level are then set on the ``prompt_tokens`` that
@@ -155,18 +172,31 @@ WEIGHT_UNIT = 128
     _SPACE,
     _NEWLINE,
     _LATIN,
+    _LATIN_EXT,
     _GREEK,
     _CYRILLIC,
-    _RTL,
+    _CYRILLIC_EXT,
+    _ARMENIAN,
+    _HEBREW,
+    _ARABIC,
+    _RTL_OTHER,
     _INDIC,
+    _THAI,
+    _LAO,
+    _TIBETAN,
+    _MYANMAR,
+    _GEORGIAN,
+    _ETHIOPIC,
     _OTHER_SCRIPTS,
+    _VIETNAMESE,
+    _GREEK_EXT,
     _SYMBOLS,
     _KANA,
     _HAN,
     _HANGUL,
     _EMOJI,
     _OTHER,
-) = range(19)
+) = range(32)
 
 _G_START, _G_LOWER, _G_UPPER, _G_DIGIT, _G_PUNCT, _G_SPACE, _G_NEWLINE, _G_SCRIPT = range(8)
 _LETTER_GROUPS = frozenset({_G_LOWER, _G_UPPER})
@@ -199,18 +229,28 @@ def _class_of_byte(b: int) -> int:
         if c in " \t\r\x0b\x0c":
             return _SPACE
         return _PUNCT  # punctuation, symbols, control characters
-    if 0xC2 <= b <= 0xCB:
-        return _LATIN
+    if b in (0xC2, 0xC3):
+        return _LATIN  # U+0080-00FF
+    if 0xC4 <= b <= 0xCB:
+        return _LATIN_EXT  # U+0100-02FF
     if 0xCC <= b <= 0xCF:
         return _GREEK
-    if 0xD0 <= b <= 0xD4:
-        return _CYRILLIC
-    if 0xD5 <= b <= 0xDF:
-        return _RTL
+    if b in (0xD0, 0xD1):
+        return _CYRILLIC  # U+0400-047F
+    if 0xD2 <= b <= 0xD4:
+        return _CYRILLIC_EXT  # U+0480-053F (Armenian capitals from U+0531 with them)
+    if b == 0xD5:
+        return _ARMENIAN  # U+0540-057F
+    if b in (0xD6, 0xD7):
+        return _HEBREW  # U+0580-05FF (the last Armenian letters with the Hebrew points)
+    if 0xD8 <= b <= 0xDB:
+        return _ARABIC
+    if 0xDC <= b <= 0xDF:
+        return _RTL_OTHER
     if b == 0xE0:
-        return _INDIC
+        return _INDIC  # U+0800-0FFF; Thai, Lao and Tibetan by their page (_PAGE_CLASSES)
     if b == 0xE1:
-        return _OTHER_SCRIPTS
+        return _OTHER_SCRIPTS  # U+1000-1FFF; split by page (_PAGE_CLASSES)
     if b == 0xE2:
         return _SYMBOLS
     if b in (0xE3, 0xEF):
@@ -228,6 +268,93 @@ _CLASS_TABLE = bytes(
     _class_of_byte(b) << 3 | _GROUP_OF.get(_class_of_byte(b), _G_SCRIPT) for b in range(256)
 )
 _CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
+
+# A lead byte that holds scripts which tokenize differently is split by the character's
+# page (code point // 256) and quarter of a page (64 code points): E0 holds Thai, Lao and
+# Tibetan beside the Indic scripts, E1 the U+1000-1FFF blocks. Only a text whose classes
+# hold E1's class, or E0's and a page of this table, pays for it (one UTF-16 encoding,
+# two slices, a few translates and big-integer passes over one byte per character);
+# ASCII and every other text never do.
+
+#: Page -> the class of each of its four quarters (the pages of E0 and E1 that differ
+#: from their lead byte's class; the others keep it).
+_PAGE_CLASSES: Mapping[int, tuple[int, int, int, int]] = MappingProxyType(
+    {
+        0x08: (_RTL_OTHER,) * 4,
+        0x0E: (_THAI, _THAI, _LAO, _LAO),
+        0x0F: (_TIBETAN,) * 4,
+        0x10: (_MYANMAR, _MYANMAR, _MYANMAR, _GEORGIAN),
+        0x12: (_ETHIOPIC,) * 4,
+        0x13: (_ETHIOPIC, _ETHIOPIC, _OTHER_SCRIPTS, _OTHER_SCRIPTS),
+        0x1C: (_OTHER_SCRIPTS, _OTHER_SCRIPTS, _GEORGIAN, _OTHER_SCRIPTS),
+        0x1E: (_VIETNAMESE,) * 4,
+        0x1F: (_GREEK_EXT,) * 4,
+    }
+)
+#: The pages of E0 that are split (a text of E0 characters on other pages is all Indic).
+_E0_SPLIT_PAGES = tuple(bytes([page]) for page in _PAGE_CLASSES if page < 0x10)
+#: A UTF-16 unit's high byte -> its page's index in _PAGE_CLASSES, times 4 (0: not split);
+#: a low surrogate (DC-DF) -> 0xFC, so that the second unit of a pair can be dropped.
+_SURROGATE_KEY = 0xFC
+_PAGE_KEYS = bytes(
+    _SURROGATE_KEY
+    if 0xDC <= b <= 0xDF
+    else 4 * (1 + list(_PAGE_CLASSES).index(b))
+    if b in _PAGE_CLASSES
+    else 0
+    for b in range(256)
+)
+#: A UTF-16 unit's low byte -> its quarter of the page.
+_QUARTERS = bytes(b >> 6 for b in range(256))
+#: Page key + quarter -> the class byte of the character (0: keep the lead byte's).
+_KEY_CLASSES = bytes(
+    _PAGE_CLASSES[list(_PAGE_CLASSES)[key // 4 - 1]][key % 4] << 3 | _G_SCRIPT
+    if 4 <= key < 4 * (1 + len(_PAGE_CLASSES))
+    else 0
+    for key in range(256)
+)
+_NONZERO_TO_FF = bytes([0] + [0xFF] * 255)
+_SURROGATE_KEYS = bytes(range(_SURROGATE_KEY, 256))
+
+
+def _split_lead_classes(text: str, classes: bytes) -> bytes:
+    """``classes`` with the characters of split pages (``_PAGE_CLASSES``) given their
+    page's class, when there are any (else ``classes`` itself)."""
+    e1, e0 = _CLASS_TABLE[0xE1], _CLASS_TABLE[0xE0]
+    if e1 not in classes:
+        if e0 not in classes:
+            return classes
+        units = text.encode("utf-16-be", "surrogatepass")
+        pages = units[::2]
+        if not any(page in pages for page in _E0_SPLIT_PAGES):
+            return classes
+    else:
+        units = text.encode("utf-16-be", "surrogatepass")
+        pages = units[::2]
+    keys = (
+        int.from_bytes(pages.translate(_PAGE_KEYS), "little")
+        + int.from_bytes(units[1::2].translate(_QUARTERS), "little")
+    ).to_bytes(len(pages), "little")
+    if len(units) != 2 * len(text):  # a character beyond the BMP is two units
+        keys = keys.translate(None, _SURROGATE_KEYS)
+    found = keys.translate(_KEY_CLASSES)
+    if len(found) != len(classes):  # a lone low surrogate: one character at a time
+        return _split_lead_classes_slowly(text, classes)
+    size = len(classes)
+    mask = int.from_bytes(found.translate(_NONZERO_TO_FF), "little")
+    merged = (int.from_bytes(classes, "little") & ~mask) | int.from_bytes(found, "little")
+    return merged.to_bytes(size, "little")
+
+
+def _split_lead_classes_slowly(text: str, classes: bytes) -> bytes:
+    """:func:`_split_lead_classes` one character at a time (for a text that holds a lone
+    surrogate, which the fast way cannot align)."""
+    out = bytearray(classes)
+    for i, char in enumerate(text):
+        quarters = _PAGE_CLASSES.get(ord(char) >> 8)
+        if quarters is not None:
+            out[i] = quarters[(ord(char) >> 6) & 3] << 3 | _G_SCRIPT
+    return bytes(out)
 
 
 @dataclass(frozen=True)
@@ -249,18 +376,35 @@ CHARACTER_CLASSES: tuple[CharacterClass, ...] = (
     CharacterClass("punct", "ASCII punctuation, symbols and control characters"),
     CharacterClass("space", "spaces and tabs"),
     CharacterClass("newline", "line feeds"),
-    CharacterClass("latin", "Latin-1, Latin Extended, IPA (U+0080-02FF)"),
+    CharacterClass("latin", "Latin-1 (U+0080-00FF)"),
+    CharacterClass("latin_ext", "Latin Extended-A and -B, IPA, spacing modifiers (U+0100-02FF)"),
     CharacterClass("greek", "combining marks, Greek (U+0300-03FF)"),
-    CharacterClass("cyrillic", "Cyrillic (U+0400-053F)"),
-    CharacterClass("rtl", "Armenian, Hebrew, Arabic, Syriac, Thaana, NKo (U+0540-07FF)"),
+    CharacterClass("cyrillic", "Cyrillic: Russian, Ukrainian, Serbian... (U+0400-047F)"),
     CharacterClass(
-        "indic", "Devanagari and the other Indic scripts, Thai, Lao, Tibetan (U+0800-0FFF)"
+        "cyrillic_ext",
+        "Cyrillic of other languages, Cyrillic Supplement, Armenian capitals (U+0480-053F)",
     ),
+    CharacterClass("armenian", "Armenian (U+0540-057F)"),
+    CharacterClass("hebrew", "Hebrew, and the Armenian letters of U+0580-058F (U+0580-05FF)"),
+    CharacterClass("arabic", "Arabic (U+0600-06FF)"),
+    CharacterClass(
+        "rtl_other",
+        "Syriac, Arabic Supplement, Thaana, NKo, Samaritan, Mandaic, Arabic Extended (U+0700-08FF)",
+    ),
+    CharacterClass("indic", "Devanagari and the other Indic scripts (U+0900-0DFF)"),
+    CharacterClass("thai", "Thai (U+0E00-0E7F)"),
+    CharacterClass("lao", "Lao (U+0E80-0EFF)"),
+    CharacterClass("tibetan", "Tibetan (U+0F00-0FFF)"),
+    CharacterClass("myanmar", "Myanmar, Georgian capitals (U+1000-10BF)"),
+    CharacterClass("georgian", "Georgian (U+10C0-10FF, U+1C80-1CBF)"),
+    CharacterClass("ethiopic", "Ethiopic (U+1200-137F)"),
     CharacterClass(
         "other_scripts",
-        "Myanmar, Georgian, Hangul Jamo, Ethiopic, Khmer, Mongolian, Vietnamese and "
-        "polytonic Greek letters (U+1000-1FFF; measured on generated words only)",
+        "Hangul Jamo, Cherokee, Canadian syllabics, Khmer, Mongolian, Balinese, phonetic "
+        "extensions and the other blocks of U+1100-1DFF",
     ),
+    CharacterClass("vietnamese", "Latin Extended Additional: Vietnamese (U+1E00-1EFF)"),
+    CharacterClass("greek_ext", "Greek Extended: polytonic Greek (U+1F00-1FFF)"),
     CharacterClass(
         "symbols", "general punctuation, arrows, math, box drawing, dingbats (U+2000-2FFF)"
     ),
@@ -406,7 +550,7 @@ def _classes(text: str) -> bytes:
     data = text.encode("utf-8", "surrogatepass")  # a lone surrogate counts as Hangul
     if len(data) == len(text):
         return data.translate(_CLASS_TABLE)
-    return data.translate(_CLASS_TABLE, _CONTINUATION_BYTES)
+    return _split_lead_classes(text, data.translate(_CLASS_TABLE, _CONTINUATION_BYTES))
 
 
 def _pairs(classes: bytes) -> bytes:
@@ -725,7 +869,7 @@ class ProfileEstimator(Estimator):
         if len(data) == len(text):
             classes = data.translate(_CLASS_TABLE)
         else:
-            classes = data.translate(_CLASS_TABLE, _CONTINUATION_BYTES)
+            classes = _split_lead_classes(text, data.translate(_CLASS_TABLE, _CONTINUATION_BYTES))
         size = len(classes)
         if size <= _SHORT and self._padding_free:
             # One adler32 sums the weights exactly (see _SHORT), the padding byte's
