@@ -31,23 +31,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+from windowfit.proxy._headers import _HOP_BY_HOP as HOP_BY_HOP
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 
-_HOP_BY_HOP = frozenset(
-    {
-        b"connection",
-        b"keep-alive",
-        b"proxy-authenticate",
-        b"proxy-authorization",
-        b"proxy-connection",
-        b"te",
-        b"trailer",
-        b"transfer-encoding",
-        b"upgrade",
-        b"host",
-    }
-)
+# The proxy's own hop-by-hop set, and the client's host (the upstream gets its own).
+_HOP_BY_HOP = HOP_BY_HOP | {b"host"}
 
 
 # --------------------------------------------------------------------------- ASGI
