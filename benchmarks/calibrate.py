@@ -79,19 +79,14 @@ from windowfit.profiles import (
     parameter_counts,
 )
 from windowfit.sizing import Sizer
+from windowfit.tokenizers import BACKEND_OF_FAMILY, FAMILY_BACKENDS
 from windowfit.tokens import Estimator
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_PATH = ROOT / "src" / "windowfit" / "_profile_table.py"
-BACKENDS = ("o200k", "cl100k", "deepseek", "claude-legacy", "tekken")
+BACKENDS = FAMILY_BACKENDS
 #: Which real tokenizer each family's shape is fitted on.
-SHAPE_OF = {
-    "o200k": "o200k",
-    "cl100k": "cl100k",
-    "deepseek": "deepseek",
-    "tekken": "tekken",
-    "claude": "claude-legacy",
-}
+SHAPE_OF = BACKEND_OF_FAMILY
 TAU = 0.8  # under-counting costs TAU / (1 - TAU) = 4 times more than over-counting
 TEXT_FLOOR = 1.015  # every text at least this much over the real count
 PARTS_FLOOR = 1.02  # the agent-run parts together at least this much over

@@ -69,20 +69,16 @@ from pathlib import Path
 from typing import Any
 
 from windowfit.profiles import Profile, ProfileEstimator, estimator_for, get_profile
-from windowfit.tokenizers import split_text
+from windowfit.tokenizers import BACKEND_OF_FAMILY, FAMILY_BACKENDS, split_text
 from windowfit.tokens import Estimator, part_counter
 
 WINDOW = (0.98, 1.25)
 #: Each family against the real tokenizer it is checked on (``conservative``: all of them).
+BACKENDS = FAMILY_BACKENDS
 CHECKED_ON = {
-    "o200k": ("o200k",),
-    "cl100k": ("cl100k",),
-    "deepseek": ("deepseek",),
-    "tekken": ("tekken",),
-    "claude": ("claude-legacy",),
-    "conservative": ("o200k", "cl100k", "deepseek", "claude-legacy", "tekken"),
+    **{family: (backend,) for family, backend in BACKEND_OF_FAMILY.items()},
+    "conservative": BACKENDS,
 }
-BACKENDS = ("o200k", "cl100k", "deepseek", "claude-legacy", "tekken")
 LENGTHS = (
     *(1, 2, 3, 5, 10, 30, 100, 300, 1_000, 3_000),
     *(10_000, 30_000, 100_000, 300_000, 1_000_000),

@@ -50,6 +50,7 @@ from calibrate import (
 )
 from windowfit.calibration import UsageCalibrator
 from windowfit.profiles import estimator_for
+from windowfit.tokenizers import BACKEND_OF_FAMILY
 from windowfit.tokens import Estimator, estimate_tokens
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -59,13 +60,7 @@ TRAFFIC_WINDOW = (1.00, 1.15)
 LEARNED_WINDOW = (1.00, 1.08)
 WARMUP = 5  # requests before the learned correction is judged
 #: Each family against the real tokenizer it is checked on.
-CHECKED_ON = {
-    "o200k": "o200k",
-    "cl100k": "cl100k",
-    "deepseek": "deepseek",
-    "tekken": "tekken",
-    "claude": "claude-legacy",
-}
+CHECKED_ON = BACKEND_OF_FAMILY
 
 
 def inside(value: float, window: tuple[float, float]) -> bool:

@@ -11,20 +11,15 @@ import functools
 import pytest
 
 from windowfit.errors import MissingExtraError, TokenizerError
+from windowfit.tokenizers import BACKEND_OF_FAMILY, FAMILY_BACKENDS
 from windowfit.tokens import Estimator
 
 #: Every real tokenizer windowfit ships a profile for.
-BACKENDS = ("o200k", "cl100k", "deepseek", "claude-legacy", "tekken")
+BACKENDS = FAMILY_BACKENDS
 
 #: Each family and the real tokenizer it is checked against (Claude 3+ has no public
 #: tokenizer: its profile is checked against the legacy one, which it must not be under).
-CHECKED_ON = {
-    "o200k": "o200k",
-    "cl100k": "cl100k",
-    "deepseek": "deepseek",
-    "tekken": "tekken",
-    "claude": "claude-legacy",
-}
+CHECKED_ON = BACKEND_OF_FAMILY
 
 
 @functools.cache

@@ -52,6 +52,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from windowfit.errors import MissingExtraError, TokenizerError
@@ -63,8 +64,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKEND_NAMES",
+    "BACKEND_OF_FAMILY",
     "DEFAULT_CHUNK_CHARS",
     "DEFAULT_SPLIT_ABOVE",
+    "FAMILY_BACKENDS",
     "HF_CHUNK_CHARS",
     "HF_SPLIT_ABOVE",
     "MAX_WHITESPACE_RUN",
@@ -881,6 +884,21 @@ _BACKENDS: dict[str, _Backend] = {
 
 #: Every backend name :func:`load_backend` knows (not all may be loadable here).
 BACKEND_NAMES: tuple[str, ...] = tuple(_BACKENDS)
+
+#: The real tokenizer each calibrated family of :mod:`windowfit.profiles` is fitted on and
+#: measured against: its own, and for Claude 3 and later (no public tokenizer) the legacy
+#: Claude one. The replay, the calibration, the reports and the tests all read it here.
+BACKEND_OF_FAMILY: Mapping[str, str] = MappingProxyType(
+    {
+        "o200k": "o200k",
+        "cl100k": "cl100k",
+        "deepseek": "deepseek",
+        "tekken": "tekken",
+        "claude": "claude-legacy",
+    }
+)
+#: Those tokenizers, each once (``conservative`` is checked against all of them).
+FAMILY_BACKENDS: tuple[str, ...] = ("o200k", "cl100k", "deepseek", "claude-legacy", "tekken")
 
 _ALIASES = {
     "o200k_base": "o200k",

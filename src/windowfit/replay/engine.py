@@ -496,17 +496,6 @@ def read_logs(
 # Tokenizers
 
 
-#: The real tokenizer that measures each tokenizer family's models (Claude 3 and later:
-#: the legacy tokenizer, the only public one; a family without a public tokenizer: o200k).
-_BACKEND_OF_FAMILY = {
-    "o200k": "o200k",
-    "cl100k": "cl100k",
-    "deepseek": "deepseek",
-    "claude": "claude-legacy",
-    "tekken": "tekken",
-}
-
-
 def tokenizer_for(run: Run, choice: str) -> str:
     """The tokenizer name to count ``run`` with (see :class:`ReplayConfig`): for ``auto``,
     the backend of the run's model's family in the one model table
@@ -514,9 +503,11 @@ def tokenizer_for(run: Run, choice: str) -> str:
     a model, else ``o200k``."""
     if choice != "auto":
         return choice
+    from ..tokenizers import BACKEND_OF_FAMILY  # (the family's real tokenizer)
+
     info = model_info(run.model) if run.model else None
-    if info is not None and info.family in _BACKEND_OF_FAMILY:
-        return _BACKEND_OF_FAMILY[info.family]
+    if info is not None and info.family in BACKEND_OF_FAMILY:
+        return BACKEND_OF_FAMILY[info.family]
     if run.kind.startswith("claude-code"):
         return "claude-legacy"
     return "o200k"
