@@ -130,11 +130,28 @@ def test_run_command_times_out_and_stops_the_command(root: Path, command: str) -
         assert "Output so far:\nearly\n" in output.content
 
 
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting to be reaped is not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_run_command_timeout_kills_the_process_group(root: Path) -> None:
-    marker = root / "still-running"
-    use(RunCommand(root, timeout=0.2), command=f"(sleep 0.5; touch {marker}) & wait")
-    time.sleep(0.8)
-    assert not marker.exists()
+    # A background child that would outlive its shell by half a minute: no race with the
+    # machine's load, only whether the stop reached it.
+    pidfile = root / "child.pid"
+    command = f"sh -c 'echo $$ > {pidfile}; exec sleep 30' & wait"
+    output = use(RunCommand(root, timeout=0.5), command=command)
+    assert output.is_error and "did not finish" in output.content
+    child = int(pidfile.read_text(encoding="ascii"))
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
 
 
 @pytest.mark.parametrize(("size", "cap"), [(100, 1000), (50_000, 1000), (50_000, 10)])
