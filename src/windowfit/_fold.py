@@ -13,7 +13,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import accumulate, islice
+from itertools import accumulate, compress, islice
+from operator import itemgetter
 
 from .formats import FormatSpec
 from .formats._facts import Facts
@@ -53,6 +54,8 @@ class Fold:
     #: its tokens, the tokens clearing it saves, whether it is big enough to be worth
     #: clearing. (A plain tuple: a cold fit makes one per result.)
     results: list[tuple[int, str, int, int, bool]] = field(default_factory=list)
+    #: The results' tokens summed: ``result_totals[j]`` is the tokens of results[:j].
+    result_totals: list[int] = field(default_factory=lambda: [0])
     head_end: int = -1  # end of the always-kept head (system messages, first message)
     first: int = -1  # index of the first non-system message
     result_msgs: list[int] = field(default_factory=list)
@@ -71,37 +74,38 @@ class Fold:
         """Add the next message's facts (checked by the caller)."""
         i = len(self.sizes)
         self.facts.append(facts)
-        self.sizes.append(facts.tokens)
-        self.prefix.append(self.prefix[-1] + facts.tokens)
-        role = facts.role
+        role, tokens, _, results, carrier, user_input, _ = facts
+        self.sizes.append(tokens)
+        self.prefix.append(self.prefix[-1] + tokens)
         # One item of a round that an earlier item opened (OpenAI Responses): neither a
         # request point nor a place to cut.
         continues = (
             self.spec.item_rounds
             and role == "assistant"
             and i > 0
-            and self.facts[i - 1].role == "assistant"
+            and self.facts[i - 1][0] == "assistant"
         )
         if self.first < 0 and role not in self.spec.system_roles:
             self.first = i
             self.head_end = i + 1
-        elif self.first >= 0 and self.head_end == i and (facts.carrier or continues):
+        elif self.first >= 0 and self.head_end == i and (carrier or continues):
             self.head_end = i + 1  # results answering the first message stay with it
         if i >= self.head_end >= 0:
             if role == self.spec.assistant_role and not continues:
                 self.assistants.append(i)
-            elif facts.user_input:
+            elif user_input:
                 # User input is a turn's start even beside tool results (typed while the
                 # tools ran): a cut may fall before it, and its results then stay with
                 # their round (see ``kept_size``).
                 self.turn_starts.append(i)
-        if facts.results:
+        if results:
             ratio = self.settings.min_clear_ratio
-            for call_id, tokens, cleared in facts.results:
+            for call_id, tokens, cleared in results:
                 self.results.append(
                     (i, call_id, tokens, tokens - cleared, tokens >= ratio * cleared)
                 )
                 self.result_msgs.append(i)
+                self.result_totals.append(self.result_totals[-1] + tokens)
 
     def extend(self, facts: Sequence[Facts]) -> None:
         """:meth:`add` every message of ``facts`` after those already added, in one loop
@@ -127,7 +131,8 @@ class Fold:
         assistants, turn_starts = self.assistants, self.turn_starts
         ratio = self.settings.min_clear_ratio
         results, result_msgs = self.results, self.result_msgs
-        before = self.facts[start - 1].role
+        known = len(results)
+        before = self.facts[start - 1][0]
         i = start
         for role, _, _, message_results, _, user_input, _ in new:
             if role == assistant_role and not (
@@ -141,6 +146,8 @@ class Fold:
                 result_msgs.append(i)
             before = role
             i += 1
+        totals = accumulate(map(itemgetter(2), results[known:]), initial=self.result_totals[-1])
+        self.result_totals.extend(islice(totals, 1, None))
 
     def approximate_bytes(self) -> int:
         """What this fold keeps, roughly, for the :class:`~windowfit.Fitter`'s memory bound
@@ -150,23 +157,36 @@ class Fold:
     def advance_protection(self, upto: int) -> None:
         """Move the protected tail to the results of messages[:upto]: the newest results
         whose running total fits in protect_fraction of the budget, at least the newest
-        (or, with ``keep_results``, the newest that many results)."""
-        limit = self.settings.protect_fraction * self.budget
-        keep = self.settings.keep_results
+        (or, with ``keep_results``, the newest that many results).
+
+        (Where the tail starts is found by bisection over the results' running totals, and
+        the clearable results that leave it are taken in C loops: a cold fit moves the
+        tail over every result of the conversation at once.)"""
         count = bisect_left(self.result_msgs, upto)
-        while self.tail_end < count:
-            self.tail_tokens += self.results[self.tail_end][2]
-            self.tail_end += 1
-        while self.protected_from < count - 1 and (
-            count - self.protected_from > keep if keep is not None else self.tail_tokens > limit
-        ):
-            message, _, tokens, saving, clearable = self.results[self.protected_from]
-            self.tail_tokens -= tokens
-            if clearable:
-                self.clearable_msg.append(message)
-                self.clearable_idx.append(self.protected_from)
-                self.savings.append(self.savings[-1] + saving)
-            self.protected_from += 1
+        start = self.protected_from
+        end = self.tail_end = max(self.tail_end, count)
+        totals = self.result_totals
+        stop = start
+        if start < count - 1:
+            keep = self.settings.keep_results
+            if keep is not None:
+                stop = max(start, min(count - 1, count - keep))
+            else:
+                # The first result from which the tail's tokens are within the limit
+                # (totals[end] - totals[j] <= limit, compared exactly as integers and a
+                # float), the newest result staying protected in any case.
+                limit = self.settings.protect_fraction * self.budget
+                last = totals[end]
+                stop = bisect_left(totals, -limit, start, count - 1, key=lambda t: t - last)
+        if stop > start:
+            leaving = self.results[start:stop]
+            clearable = list(compress(leaving, map(itemgetter(4), leaving)))
+            self.clearable_msg.extend(map(itemgetter(0), clearable))
+            self.clearable_idx.extend(compress(range(start, stop), map(itemgetter(4), leaving)))
+            saved = accumulate(map(itemgetter(3), clearable), initial=self.savings[-1])
+            self.savings.extend(islice(saved, 1, None))
+            self.protected_from = stop
+        self.tail_tokens = totals[end] - totals[stop]
 
     def snapshot(self) -> tuple[int, int, int, int]:
         """The protection state, to be restored after looking at an uncommitted point."""

@@ -77,7 +77,7 @@ class PairingRule:
         begin = start
         while begin < n and not self.opened:  # the opening, message by message
             f = facts[begin]
-            problem = check(begin, f.role, f.calls, [r[0] for r in f.results], f.carrier)
+            problem = check(begin, f[0], f[2], [r[0] for r in f[3]], f[4])
             if problem is not None:
                 return problem
             begin += 1
