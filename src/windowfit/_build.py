@@ -17,6 +17,7 @@ from typing import Any
 from ._fold import Fold, State
 from .errors import ContextOverflowError
 from .formats import FormatSpec
+from .formats._facts import ROLE, TOKENS, USER_TOKENS
 from .instructions import CLEARED_RESULT_NOTE, TRIMMED_CONVERSATION_NOTE
 from .messages import Message, Text
 from .sizing import Sizer
@@ -70,15 +71,15 @@ def build(
         nonlocal total
         if i in stripped:
             out.append(spec.strip(raw[i]))
-            total += facts[i].user_tokens
+            total += facts[i][USER_TOKENS]
             return
         ids = cleared_by_message.get(i)
         if ids:
             out.append(spec.clear(raw[i], frozenset(ids), CLEARED_RESULT_NOTE))
-            total += facts[i].tokens - saved[i]
+            total += facts[i][TOKENS] - saved[i]
         else:
             out.append(raw[i])
-            total += facts[i].tokens
+            total += facts[i][TOKENS]
 
     dropped: tuple[int, ...] = ()
     note_index: int | None = None
@@ -87,7 +88,7 @@ def build(
     if state.cut >= 0:
         kept_after = [*([opening] if opening is not None else []), *range(state.cut, n)]
         dropped = tuple(i for i in range(head_end, state.cut) if i != opening)
-        note_index, note_tokens = _place_note(out, spec, facts[kept_after[0]].role, sizer)
+        note_index, note_tokens = _place_note(out, spec, facts[kept_after[0]][ROLE], sizer)
         total += note_tokens
         for i in kept_after:
             emit(i)

@@ -17,7 +17,7 @@ from itertools import accumulate, compress, islice
 from operator import itemgetter
 
 from .formats import FormatSpec
-from .formats._facts import Facts
+from .formats._facts import CARRIER, ROLE, TOKENS, USER_TOKENS, FactTuple
 from .settings import FitSettings
 
 __all__ = ["Fold", "State"]
@@ -44,7 +44,7 @@ class Fold:
     fixed: int
     note_cost: int
     spec: FormatSpec
-    facts: list[Facts] = field(default_factory=list)
+    facts: list[FactTuple] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
     prefix: list[int] = field(default_factory=lambda: [0])
     roles: list[str] = field(default_factory=list)
@@ -70,7 +70,7 @@ class Fold:
 
     # -- growing the arrays ------------------------------------------------------------
 
-    def add(self, facts: Facts) -> None:
+    def add(self, facts: FactTuple) -> None:
         """Add the next message's facts (checked by the caller)."""
         i = len(self.sizes)
         self.facts.append(facts)
@@ -83,7 +83,7 @@ class Fold:
             self.spec.item_rounds
             and role == "assistant"
             and i > 0
-            and self.facts[i - 1][0] == "assistant"
+            and self.facts[i - 1][ROLE] == "assistant"
         )
         if self.first < 0 and role not in self.spec.system_roles:
             self.first = i
@@ -107,7 +107,7 @@ class Fold:
                 self.result_msgs.append(i)
                 self.result_totals.append(self.result_totals[-1] + tokens)
 
-    def extend(self, facts: Sequence[Facts]) -> None:
+    def extend(self, facts: Sequence[FactTuple]) -> None:
         """:meth:`add` every message of ``facts`` after those already added, in one loop
         (the same arrays; a cold fit adds thousands of messages, and per-message method
         calls and attribute look-ups cost more than the work itself)."""
@@ -124,7 +124,7 @@ class Fold:
                 return
         new = facts[start:]
         self.facts.extend(new)
-        sizes = [f[1] for f in new]
+        sizes = [f[TOKENS] for f in new]
         self.sizes.extend(sizes)
         self.prefix.extend(islice(accumulate(sizes, initial=self.prefix[-1]), 1, None))
         item_rounds, assistant_role = self.spec.item_rounds, self.spec.assistant_role
@@ -132,7 +132,7 @@ class Fold:
         ratio = self.settings.min_clear_ratio
         results, result_msgs = self.results, self.result_msgs
         known = len(results)
-        before = self.facts[start - 1][0]
+        before = self.facts[start - 1][ROLE]
         i = start
         for role, _, _, message_results, _, user_input, _ in new:
             if role == assistant_role and not (
@@ -217,7 +217,7 @@ class Fold:
     def stripped(self, index: int) -> bool:
         """Whether message ``index``, kept right after a cut (as the cut itself or as the
         opening beside it), is sent without its tool results: their round was dropped."""
-        return self.facts[index].carrier
+        return self.facts[index][CARRIER]
 
     def size(self, cleared: int, cut: int, upto: int) -> int:
         """Estimated request size for messages[:upto] under a decision (an upper bound
@@ -227,7 +227,7 @@ class Fold:
             body = self.prefix[upto] - self.prefix[self.head_end]
             return self.fixed + head + body - self._saved(cleared, self.head_end, upto)
         if cut < upto and self.stripped(cut):
-            body = self.facts[cut].user_tokens + self.prefix[upto] - self.prefix[cut + 1]
+            body = self.facts[cut][USER_TOKENS] + self.prefix[upto] - self.prefix[cut + 1]
             body -= self._saved(cleared, cut + 1, upto)
         else:
             body = self.prefix[upto] - self.prefix[cut] - self._saved(cleared, cut, upto)
@@ -235,7 +235,7 @@ class Fold:
         extra = 0
         if opening is not None:
             facts = self.facts[opening]
-            extra = facts.user_tokens if facts.carrier else facts.tokens
+            extra = facts[USER_TOKENS] if facts[CARRIER] else facts[TOKENS]
         return self.fixed + head + self.note_cost + extra + body
 
     # -- one request point ------------------------------------------------------------

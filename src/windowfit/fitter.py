@@ -40,7 +40,7 @@ from ._lru import ByteBoundedCache
 from .errors import ContextOverflowError, ConversationError, SettingsError
 from .fitting import FitReport, FitResult
 from .formats import FormatSpec, detect_format, get_format
-from .formats._facts import Facts, describe
+from .formats._facts import ROLE, FactTuple, describe
 from .formats._rules import PairingRule, Problem
 from .instructions import TRIMMED_CONVERSATION_NOTE
 from .settings import FitSettings
@@ -166,7 +166,7 @@ class Fitter:
         return FitResult(result[0], result[1], system, tools)
 
     @staticmethod
-    def _scan(messages: Sequence[Any], spec: FormatSpec, sizer: Sizer) -> list[Facts]:
+    def _scan(messages: Sequence[Any], spec: FormatSpec, sizer: Sizer) -> list[FactTuple]:
         """Every message's facts, checked. (A costly estimator's counts of long texts are
         remembered by the Sizer, so a conversation seen before is not counted again.)"""
         return spec.scan_messages(messages, sizer)
@@ -174,7 +174,7 @@ class Fitter:
     @staticmethod
     def _fold_key(
         messages: Sequence[Any],
-        facts: list[Facts],
+        facts: list[FactTuple],
         spec: FormatSpec,
         estimator: Estimator,
         budget: int,
@@ -185,14 +185,14 @@ class Fitter:
         the content of its first message (``None``: do not keep a fold)."""
         if settings.stateless or not messages:
             return None
-        first = next((i for i, f in enumerate(facts) if f.role not in spec.system_roles), 0)
+        first = next((i for i, f in enumerate(facts) if f[ROLE] not in spec.system_roles), 0)
         return (spec.name, id(estimator), budget, settings, fixed, content_key(messages[first]))
 
     def _fold(
         self,
         key: tuple[Any, ...] | None,
         messages: Sequence[Any],
-        facts: list[Facts],
+        facts: list[FactTuple],
         spec: FormatSpec,
         budget: int,
         settings: FitSettings,
@@ -238,7 +238,7 @@ class Fitter:
     @staticmethod
     def _decide(
         checked: _Checked,
-        facts: list[Facts],
+        facts: list[FactTuple],
         messages: Sequence[Any],
         settings: FitSettings,
         sizer: Sizer,

@@ -11,7 +11,7 @@ from .._overheads import BLOCK_OVERHEAD
 from ..errors import ConversationError
 from ..images import image_tokens
 from ..messages import Message
-from ._facts import Facts, describe, json_text
+from ._facts import Facts, FactTuple, describe, json_text
 
 
 @dataclass(frozen=True)
@@ -52,14 +52,15 @@ class FormatSpec:
     assistant_role: str = "assistant"
     #: ``scan`` for every message of a conversation in one loop (the messages, the
     #: counts, the index of the first), where the format has one: what a cold fit runs.
-    scan_all: Callable[[Iterable[Any], Counts, int], list[Facts]] | None = None
+    scan_all: Callable[[Iterable[Any], Counts, int], list[FactTuple]] | None = None
 
-    def scan_messages(self, messages: Iterable[Any], counts: Counts) -> list[Facts]:
+    def scan_messages(self, messages: Iterable[Any], counts: Counts) -> list[FactTuple]:
         """The facts of every message, checked (``scan`` of each, in order)."""
         if self.scan_all is not None:
             return self.scan_all(messages, counts, 0)
         scan = self.scan
-        return [scan(raw, i, counts) for i, raw in enumerate(messages)]
+        facts: list[FactTuple] = [scan(raw, i, counts) for i, raw in enumerate(messages)]
+        return facts
 
 
 def require_mapping(value: Any, index: int, what: str) -> Mapping[str, Any]:

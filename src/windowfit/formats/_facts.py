@@ -15,11 +15,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from ..errors import ConversationError
 
-__all__ = ["Facts", "describe", "json_text"]
+__all__ = [
+    "CARRIER",
+    "ROLE",
+    "TOKENS",
+    "USER_TOKENS",
+    "FactTuple",
+    "Facts",
+    "describe",
+    "json_text",
+]
 
 
 class Facts(NamedTuple):
@@ -41,6 +50,18 @@ class Facts(NamedTuple):
     carrier: bool
     user_input: bool
     user_tokens: int
+
+
+#: A message's facts as fitting keeps them: a plain tuple of :class:`Facts`' fields, in
+#: their order (``Facts(*t)`` names them). The scanners of a whole conversation make
+#: these: a cold fit makes and reads thousands, and a tuple subclass costs a call to make
+#: and a slow path to unpack or index. Read by position with the names below.
+FactTuple = tuple[str, int, tuple[str, ...], tuple[tuple[str, int, int], ...], bool, bool, int]
+
+ROLE: Final = 0
+TOKENS: Final = 1
+CARRIER: Final = 4
+USER_TOKENS: Final = 6
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ._common import FormatSpec
-from ._facts import Facts
+from ._facts import FactTuple
 
 __all__ = ["PairingRule", "Problem", "ProblemKind"]
 
@@ -63,21 +63,20 @@ class PairingRule:
         """The rule as ``spec``'s API applies it."""
         return cls(spec.system_roles, spec.opening_roles, spec.item_rounds)
 
-    def add(self, i: int, facts: Facts) -> Problem | None:
+    def add(self, i: int, facts: FactTuple) -> Problem | None:
         """The first problem message ``i`` reveals, or ``None``."""
-        return self.check(i, facts.role, facts.calls, [r[0] for r in facts.results], facts.carrier)
+        role, _, calls, results, carrier, _, _ = facts
+        return self.check(i, role, calls, [r[0] for r in results], carrier)
 
-    def add_all(self, facts: Sequence[Facts], start: int = 0) -> Problem | None:
+    def add_all(self, facts: Sequence[FactTuple], start: int = 0) -> Problem | None:
         """:meth:`add` for ``facts[start:]`` in order (message ``i`` is ``facts[i]``): the
         first problem, or ``None``. After the opening, the rule of :meth:`check` is applied
         here in one loop over the facts' fields (a cold fit checks thousands of messages,
         and a call per message costs more than the check)."""
-        check = self.check
         n = len(facts)
         begin = start
         while begin < n and not self.opened:  # the opening, message by message
-            f = facts[begin]
-            problem = check(begin, f[0], f[2], [r[0] for r in f[3]], f[4])
+            problem = self.add(begin, facts[begin])
             if problem is not None:
                 return problem
             begin += 1

@@ -26,7 +26,7 @@ from ._common import (
     rest,
 )
 from ._dialect import Dialect, RequestParts, Usage
-from ._facts import Facts, describe, json_text
+from ._facts import Facts, FactTuple, describe, json_text
 
 __all__ = [
     "DIALECT",
@@ -201,12 +201,12 @@ _ASSISTANT_ONLY = frozenset({"tool_use", "thinking", "redacted_thinking", "serve
 def scan(raw: Any, index: int, counts: Counts) -> Facts:
     """Check one Anthropic message and size it, without building the neutral form (see
     :func:`scan_all`, which this is for one message)."""
-    return scan_all((raw,), counts, index)[0]
+    return Facts._make(scan_all((raw,), counts, index)[0])
 
 
-def scan_all(messages: Iterable[Any], counts: Counts, start: int = 0) -> list[Facts]:
+def scan_all(messages: Iterable[Any], counts: Counts, start: int = 0) -> list[FactTuple]:
     """Check every message (the first is message ``start``) and size it, without building
-    the neutral form: the facts of each, in order.
+    the neutral form: the facts of each, in order (as plain tuples: see ``FactTuple``).
 
     Besides each block's own fields, checks what the API rejects with a 400: a role other
     than user or assistant, content that is not a string or a list of blocks, tool_use
@@ -219,8 +219,7 @@ def scan_all(messages: Iterable[Any], counts: Counts, start: int = 0) -> list[Fa
     """
     estimate = counts.text
     cleared_string = counts.cleared_string_tokens
-    make = tuple.__new__
-    out: list[Facts] = []
+    out: list[FactTuple] = []
     append = out.append
     index = start - 1
     for raw in messages:
@@ -242,7 +241,7 @@ def scan_all(messages: Iterable[Any], counts: Counts, start: int = 0) -> list[Fa
         user_side = role == "user"
         if type(content) is str:
             tokens = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + estimate(content)
-            append(make(Facts, (role, tokens, (), (), False, user_side, tokens)))
+            append((role, tokens, (), (), False, user_side, tokens))
             continue
         if type(content) is not list:
             if content is None:
@@ -323,7 +322,7 @@ def scan_all(messages: Iterable[Any], counts: Counts, start: int = 0) -> list[Fa
             tokens += n
             other += n
         has_input = user_side and other != MESSAGE_OVERHEAD
-        append(make(Facts, (role, tokens, calls, results, bool(results), has_input, other)))
+        append((role, tokens, calls, results, bool(results), has_input, other))
     return out
 
 

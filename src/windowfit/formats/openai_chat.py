@@ -37,7 +37,7 @@ from ._common import (
     rest,
 )
 from ._dialect import Dialect, RequestParts, Usage
-from ._facts import Facts, describe, json_text
+from ._facts import Facts, FactTuple, describe, json_text
 
 __all__ = [
     "DIALECT",
@@ -204,12 +204,12 @@ _CONTENT_OPTIONAL = ("tool_calls", "function_call", "audio", "refusal")
 def scan(raw: Any, index: int, counts: Counts) -> Facts:
     """Check one Chat Completions message and size it, without building the neutral form
     (see :func:`scan_all`, which this is for one message)."""
-    return scan_all((raw,), counts, index)[0]
+    return Facts._make(scan_all((raw,), counts, index)[0])
 
 
-def scan_all(messages: Iterable[Any], counts: Counts, start: int = 0) -> list[Facts]:
+def scan_all(messages: Iterable[Any], counts: Counts, start: int = 0) -> list[FactTuple]:
     """Check every message (the first is message ``start``) and size it, without building
-    the neutral form: the facts of each, in order.
+    the neutral form: the facts of each, in order (as plain tuples: see ``FactTuple``).
 
     Besides each part's own fields, checks what the API rejects with a 400: an unknown
     role, missing content (except an assistant message with tool calls), tool calls on a
@@ -218,8 +218,7 @@ def scan_all(messages: Iterable[Any], counts: Counts, start: int = 0) -> list[Fa
     """
     estimate = counts.text
     cleared_string = counts.cleared_string_tokens
-    make = tuple.__new__
-    out: list[Facts] = []
+    out: list[FactTuple] = []
     append = out.append
     index = start - 1
     for raw in messages:
@@ -253,7 +252,7 @@ def scan_all(messages: Iterable[Any], counts: Counts, start: int = 0) -> list[Fa
                 n = TOOL_OVERHEAD + _parts_size(content, index, counts)
                 cleared = counts.cleared_list_tokens
             facts = (role, MESSAGE_OVERHEAD + n, (), ((call_id, n, cleared),), True, False, 0)
-            append(make(Facts, facts))
+            append(facts)
             continue
         if type(content) is str:
             tokens = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + estimate(content)
@@ -305,7 +304,7 @@ def scan_all(messages: Iterable[Any], counts: Counts, start: int = 0) -> list[Fa
             if type(reasoning) is str:
                 tokens += BLOCK_OVERHEAD + estimate(reasoning)
         has_input = role == "user" and has_content
-        append(make(Facts, (role, tokens, calls, (), False, has_input, tokens)))
+        append((role, tokens, calls, (), False, has_input, tokens))
     return out
 
 
