@@ -4,6 +4,7 @@ a text by its length and ends but only answers for an equal text)."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Any
 
 import pytest
@@ -147,3 +148,54 @@ def test_fold_points_is_a_step_at_every_point(conv: Any, budget: int, fitting: F
     assert skipped.state == stepped.state
     end = len(facts)
     assert skipped.step(skipped.state, end) == stepped.step(stepped.state, end)
+
+
+def _protect_one_at_a_time(fold: Fold, upto: int) -> None:
+    """The protected tail moved one result at a time (what ``advance_protection`` did
+    before it bisected): the reference its bisection must agree with."""
+    limit = fold.settings.protect_fraction * fold.budget
+    keep = fold.settings.keep_results
+    count = bisect_left(fold.result_msgs, upto)
+    while fold.tail_end < count:
+        fold.tail_tokens += fold.results[fold.tail_end][2]
+        fold.tail_end += 1
+    while fold.protected_from < count - 1 and (
+        count - fold.protected_from > keep if keep is not None else fold.tail_tokens > limit
+    ):
+        message, _, tokens, saving, clearable = fold.results[fold.protected_from]
+        fold.tail_tokens -= tokens
+        if clearable:
+            fold.clearable_msg.append(message)
+            fold.clearable_idx.append(fold.protected_from)
+            fold.savings.append(fold.savings[-1] + saving)
+        fold.protected_from += 1
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    conversations(),
+    st.integers(50, 30_000),
+    st.sampled_from(
+        [FitSettings(), FitSettings(keep_results=2), FitSettings(protect_fraction=0.1)]
+    ),
+    st.data(),
+)
+def test_the_protected_tail_moves_as_one_result_at_a_time(
+    conv: Any, budget: int, fitting: FitSettings, data: st.DataObject
+) -> None:
+    fmt, messages = conv
+    facts = _facts(fmt, messages)
+    spec = get_format(fmt)
+    bisected, stepped = Fold(budget, fitting, 10, 30, spec), Fold(budget, fitting, 10, 30, spec)
+    bisected.extend(facts)
+    stepped.extend(facts)
+    points = sorted(data.draw(st.lists(st.integers(0, len(facts)), min_size=1, max_size=6)))
+    for upto in points:  # growing, with a look at an uncommitted point now and then
+        snap = bisected.snapshot(), stepped.snapshot()
+        bisected.advance_protection(upto)
+        _protect_one_at_a_time(stepped, upto)
+        assert bisected == stepped
+        if data.draw(st.booleans()):
+            bisected.restore(snap[0])
+            stepped.restore(snap[1])
+            assert bisected == stepped
