@@ -149,19 +149,34 @@ equal_mask(const unsigned char *block, unsigned value)
     do {                                                                                \
         const Py_UCS1 *p = (const Py_UCS1 *)data;                                       \
         const unsigned char *groups = self->latin1_groups;                              \
+        const uint32_t(*lw)[256] = self->latin1_weights;                                \
         unsigned group = 0;                                                             \
+        long long odd = 0;                                                              \
         for (Py_ssize_t base = 0; base < n; base += 64) {                               \
             const Py_ssize_t stop = base + 64 < n ? base + 64 : n;                      \
             int k = 0;                                                                  \
-            for (Py_ssize_t i = base; i < stop; i++, k++) {                             \
-                const unsigned cp = p[i];                                               \
-                units += self->latin1_weights[group][cp];                               \
-                group = groups[cp];                                                     \
-                block[k] = (unsigned char)group;                                        \
+            Py_ssize_t i = base;                                                        \
+            /* two characters a step, two sums: the second's group does not wait for   \
+             * the first's weight */                                                   \
+            for (; i + 1 < stop; i += 2, k += 2) {                                      \
+                const unsigned c0 = p[i], c1 = p[i + 1];                                \
+                const unsigned g0 = groups[c0];                                         \
+                units += lw[group][c0];                                                 \
+                odd += lw[g0][c1];                                                      \
+                group = groups[c1];                                                     \
+                block[k] = (unsigned char)g0;                                           \
+                block[k + 1] = (unsigned char)group;                                    \
+            }                                                                           \
+            if (i < stop) {                                                             \
+                const unsigned c0 = p[i];                                               \
+                units += lw[group][c0];                                                 \
+                group = groups[c0];                                                     \
+                block[k++] = (unsigned char)group;                                      \
             }                                                                           \
             runs_word(&lower, equal_mask(block, lc & 7u), k, LSHIFT);                   \
             runs_word(&punct, equal_mask(block, pc & 7u), k, PSHIFT);                   \
         }                                                                               \
+        units += odd;                                                                   \
     } while (0)
 
 /* The loop with the runs of windowfit.profiles (16 lowercase letters, 4 punctuation
