@@ -39,6 +39,7 @@ typedef struct {
     uint32_t latin1_weights[8][256];
     unsigned char latin1_groups[256];
     int latin1_ok;
+    int latin1_ranges; /* the class table's lowercase and punctuation are the ranges above */
     const unsigned char *char_extras; /* BMP code point -> extra units (uint16 LE), or NULL */
     unsigned char astral_low;        /* class byte of U+10000-3FFFF (UTF-8 lead F0) */
     unsigned char astral_high;       /* class byte of U+40000 and up (leads F1-F4) */
@@ -145,6 +146,47 @@ equal_mask(const unsigned char *block, unsigned value)
         }                                                                                \
     } while (0)
 
+/* The run masks of 64 characters below U+0100 straight from their code points: a
+ * lowercase letter is a-z, punctuation is every other ASCII character but letters,
+ * digits, space, tab, newline, vertical tab, form feed and carriage return (what
+ * windowfit.profiles classes them as; latin1_ranges says the class table agrees). */
+static inline int
+in_lower_range(unsigned cp)
+{
+    return cp >= 'a' && cp <= 'z';
+}
+
+static inline int
+in_punct_range(unsigned cp)
+{
+    return cp < 0x80 && !((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') ||
+                          (cp >= '0' && cp <= '9') || (cp >= 9 && cp <= 13) || cp == ' ');
+}
+
+#ifdef __SSE2__
+static inline void
+latin1_run_masks(const Py_UCS1 *p, uint64_t *lower_mask, uint64_t *punct_mask)
+{
+    uint64_t lm = 0, pm = 0;
+    for (int j = 0; j < 4; j++) {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(p + 16 * j));
+#define IN(lo, hi) _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8((char)((lo) - 1))), \
+                                 _mm_cmplt_epi8(x, _mm_set1_epi8((char)((hi) + 1))))
+        const __m128i lower = IN('a', 'z');
+        const __m128i other = _mm_or_si128(
+            _mm_or_si128(lower, IN('A', 'Z')),
+            _mm_or_si128(IN('0', '9'), _mm_or_si128(IN(9, 13), _mm_cmpeq_epi8(x, _mm_set1_epi8(' ')))));
+#undef IN
+        const __m128i ascii = _mm_cmpgt_epi8(x, _mm_set1_epi8(-1)); /* below 0x80 */
+        const __m128i punct = _mm_andnot_si128(other, ascii);
+        lm |= (uint64_t)(uint16_t)_mm_movemask_epi8(lower) << (16 * j);
+        pm |= (uint64_t)(uint16_t)_mm_movemask_epi8(punct) << (16 * j);
+    }
+    *lower_mask = lm;
+    *punct_mask = pm;
+}
+#endif
+
 #define LATIN1_LOOP(LSHIFT, PSHIFT)                                                      \
     do {                                                                                \
         const Py_UCS1 *p = (const Py_UCS1 *)data;                                       \
@@ -154,30 +196,46 @@ equal_mask(const unsigned char *block, unsigned value)
         long long odd = 0;                                                              \
         for (Py_ssize_t base = 0; base < n; base += 64) {                               \
             const Py_ssize_t stop = base + 64 < n ? base + 64 : n;                      \
-            int k = 0;                                                                  \
+            const int k = (int)(stop - base);                                           \
             Py_ssize_t i = base;                                                        \
             /* two characters a step, two sums: the second's group does not wait for   \
              * the first's weight */                                                   \
-            for (; i + 1 < stop; i += 2, k += 2) {                                      \
+            for (; i + 1 < stop; i += 2) {                                              \
                 const unsigned c0 = p[i], c1 = p[i + 1];                                \
                 const unsigned g0 = groups[c0];                                         \
                 units += lw[group][c0];                                                 \
                 odd += lw[g0][c1];                                                      \
                 group = groups[c1];                                                     \
-                block[k] = (unsigned char)g0;                                           \
-                block[k + 1] = (unsigned char)group;                                    \
             }                                                                           \
             if (i < stop) {                                                             \
-                const unsigned c0 = p[i];                                               \
-                units += lw[group][c0];                                                 \
-                group = groups[c0];                                                     \
-                block[k++] = (unsigned char)group;                                      \
+                units += lw[group][p[i]];                                               \
+                group = groups[p[i]];                                                   \
             }                                                                           \
-            runs_word(&lower, equal_mask(block, lc & 7u), k, LSHIFT);                   \
-            runs_word(&punct, equal_mask(block, pc & 7u), k, PSHIFT);                   \
+            uint64_t lm = 0, pm = 0;                                                    \
+            if (LATIN1_SIMD && k == 64 && self->latin1_ranges) {                        \
+                LATIN1_MASKS(p + base, &lm, &pm);                                       \
+            }                                                                           \
+            else {                                                                      \
+                const unsigned lg = lc & 7u, pg = pc & 7u;                              \
+                for (int j = 0; j < k; j++) {                                           \
+                    const unsigned g = groups[p[base + j]];                             \
+                    lm |= (uint64_t)(g == lg) << j;                                     \
+                    pm |= (uint64_t)(g == pg) << j;                                     \
+                }                                                                       \
+            }                                                                           \
+            runs_word(&lower, lm, k, LSHIFT);                                           \
+            runs_word(&punct, pm, k, PSHIFT);                                           \
         }                                                                               \
         units += odd;                                                                   \
     } while (0)
+
+#ifdef __SSE2__
+#define LATIN1_SIMD 1
+#define LATIN1_MASKS latin1_run_masks
+#else
+#define LATIN1_SIMD 0
+#define LATIN1_MASKS(p, lm, pm) ((void)0)
+#endif
 
 /* The loop with the runs of windowfit.profiles (16 lowercase letters, 4 punctuation
  * characters) as constants, which the compiler unrolls, or any others. */
@@ -351,7 +409,11 @@ weigher_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         self->weights[code] = wb[code] + extra;
     }
     self->latin1_ok = 1;
+    self->latin1_ranges = 1;
     for (int cp = 0; cp < 256; cp++) {
+        if (in_lower_range((unsigned)cp) != (cb[cp] == (unsigned)lower_code) ||
+            in_punct_range((unsigned)cp) != (cb[cp] == (unsigned)punct_code))
+            self->latin1_ranges = 0;
         const unsigned c = cb[cp];
         self->latin1_groups[cp] = c & 7;
         for (int g = 0; g < 8; g++)
