@@ -169,8 +169,7 @@ class Fitter:
     def _scan(messages: Sequence[Any], spec: FormatSpec, sizer: Sizer) -> list[Facts]:
         """Every message's facts, checked. (A costly estimator's counts of long texts are
         remembered by the Sizer, so a conversation seen before is not counted again.)"""
-        scan = spec.scan
-        return [scan(raw, i, sizer) for i, raw in enumerate(messages)]
+        return spec.scan_messages(messages, sizer)
 
     @staticmethod
     def _fold_key(
