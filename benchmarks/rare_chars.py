@@ -15,28 +15,34 @@ one). A byte-level BPE that has no token for a character spends that many tokens
 whatever the text around it: no merge involves a character that is not a token
 (measured on the real texts: the tokens that hold a rare character's bytes are 0.84-1.00
 of its cost alone, 1.00 for Chinese and Japanese), so the estimate must never count it
-less. The characters that cost at least 2 are written as ranges with their cost.
+less. The cost of every character that costs at least 2 is written, a byte per code
+point, compressed.
 
-The characters of the blocks that the profiles' real texts are written in
-(:data:`FITTED_BLOCKS`) are left out: their class's rate is measured on real text of
-exactly those characters, rare ones included at the rate real text has them (cl100k
-spends 2-3 tokens on 39% of the characters of the Chinese novel, 21% of the Hindi
-Bible), and held-out figures say it holds there. A block that only shares a class with
-them (Bopomofo, Kanbun, Enclosed CJK and the other U+3100-33FF blocks beside the kana,
-CJK Extension A beside the Han, Sinhala and Oriya beside Devanagari, Meetei Mayek and
-Saurashtra beside Hangul, the Arabic presentation forms beside the fullwidth forms) is
-not measured by that rate, and its characters keep their cost alone.
+The characters the profiles' real texts hold (``../shared/data/texts``, at least
+:data:`SEEN_MIN` times) are left out: their class's rate is fitted on real text of
+them, rare ones included at the rate real text has them (cl100k spends 2-3 tokens on
+39% of the characters of the Chinese novel, 21% of the Hindi Bible), and held-out
+figures say it holds there. Every other character of their blocks, and every character
+of a block that only shares a class with them (Bopomofo, Kanbun, Enclosed CJK beside
+the kana, CJK Extension A beside the Han, Sinhala and Oriya beside Devanagari, Meetei
+Mayek beside Hangul, the Arabic presentation forms beside the fullwidth forms), is not
+measured by that rate, and keeps its cost alone. Which characters are left out is
+written with the table (``SEEN``): the library never reads the data.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import datetime
 import hashlib
 import importlib.metadata
+import os
 import sys
 import unicodedata
-from collections.abc import Sequence
+import zlib
+from collections import Counter
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,33 +54,40 @@ import profiles_report
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_PATH = ROOT / "src" / "windowfit" / "_rare_table.py"
 
-#: Blocks whose class rates are fitted on real text of them (the scripts of
-#: ../shared/data/texts: Greek, Russian, Arabic, Hindi, Japanese, Chinese, Korean, and the
-#: CJK punctuation and fullwidth forms of the Japanese and Chinese texts).
-FITTED_BLOCKS: tuple[tuple[int, int, str], ...] = (
-    (0x0370, 0x03FF, "Greek and Coptic"),
-    (0x0400, 0x047F, "Cyrillic (the Russian part: the cyrillic class)"),
-    (0x0600, 0x06FF, "Arabic"),
-    (0x0900, 0x097F, "Devanagari"),
-    (0x3000, 0x303F, "CJK Symbols and Punctuation"),
-    (0x3040, 0x309F, "Hiragana"),
-    (0x30A0, 0x30FF, "Katakana"),
-    (0x4E00, 0x9FFF, "CJK Unified Ideographs"),
-    (0xAC00, 0xD7AF, "Hangul Syllables"),
-    (0xFF00, 0xFFEF, "Halfwidth and Fullwidth Forms"),
-)
+#: A character the real texts hold at least this many times is measured by its class's
+#: fitted rate (see the module docstring).
+SEEN_MIN = 10
+#: Code points of the Basic Multilingual Plane.
+BMP = 0x10000
 #: Characters that cost at least this many tokens alone are written.
 RARE_COST = 2
 
 
-def code_points() -> list[int]:
-    """Every BMP code point but the fitted blocks' and the surrogates (which no tokenizer
+def data_dir(explicit: str | None = None) -> Path | None:
+    """The shared data: ``--data``, else $WINDOWFIT_DATA, else ../shared/data."""
+    candidates = [Path(explicit)] if explicit else []
+    if os.environ.get("WINDOWFIT_DATA"):
+        candidates.append(Path(os.environ["WINDOWFIT_DATA"]))
+    candidates.append(ROOT.parent / "shared" / "data")
+    for path in candidates:
+        if (path / "texts").is_dir():
+            return path
+    return None
+
+
+def seen_characters(data: Path) -> set[int]:
+    """The non-ASCII BMP characters the real texts hold at least SEEN_MIN times."""
+    counts: Counter[str] = Counter()
+    for path in sorted((data / "texts").glob("*.txt")):
+        counts.update(path.read_text(encoding="utf-8"))
+    return {ord(c) for c, n in counts.items() if n >= SEEN_MIN and 0x80 <= ord(c) < 0x10000}
+
+
+def code_points(seen: Collection[int] = ()) -> list[int]:
+    """Every non-ASCII BMP code point but ``seen`` and the surrogates (which no tokenizer
     takes: a lone surrogate in a text counts as a character of its class)."""
-    return [
-        cp
-        for cp in range(0x80, 0x10000)
-        if not 0xD800 <= cp <= 0xDFFF and not any(a <= cp <= b for a, b, _ in FITTED_BLOCKS)
-    ]
+    left_out = set(seen)
+    return [cp for cp in range(0x80, 0x10000) if not 0xD800 <= cp <= 0xDFFF and cp not in left_out]
 
 
 def block_letters() -> dict[int, str]:
@@ -104,9 +117,9 @@ def batch_lengths(backend: Any, texts: Sequence[str]) -> list[int]:
     return [len(e.ids) for e in encodings]
 
 
-def costs(name: str, cps: Sequence[int], letters: dict[int, str]) -> dict[int, int]:
-    """Code point -> its cost in tokenizer ``name`` (see the module docstring)."""
-    backend = load_backend(name)
+def costs(backend: Any, cps: Sequence[int], letters: dict[int, str]) -> dict[int, int]:
+    """Code point -> its cost in ``backend`` (a loaded tokenizer; see the module
+    docstring)."""
     chars = [chr(cp) for cp in cps]
     alone = batch_lengths(backend, chars)
     after_space = batch_lengths(backend, [" " + c for c in chars])
@@ -120,18 +133,19 @@ def costs(name: str, cps: Sequence[int], letters: dict[int, str]) -> dict[int, i
     }
 
 
-def ranges(cost_of: dict[int, int]) -> list[tuple[int, int, int]]:
-    """(first, last, cost) of the runs of consecutive rare code points of one cost."""
-    out: list[tuple[int, int, int]] = []
-    for cp in sorted(cost_of):
-        cost = cost_of[cp]
-        if cost < RARE_COST:
-            continue
-        if out and out[-1][1] == cp - 1 and out[-1][2] == cost:
-            out[-1] = (out[-1][0], cp, cost)
-        else:
-            out.append((cp, cp, cost))
-    return out
+def cost_bytes(cost_of: dict[int, int]) -> bytes:
+    """One byte per BMP code point: its cost when it is at least RARE_COST, else 0."""
+    out = bytearray(BMP)
+    for cp, cost in cost_of.items():
+        if cost >= RARE_COST:
+            out[cp] = min(cost, 255)
+    return bytes(out)
+
+
+def pack(data: bytes) -> list[str]:
+    """``data`` compressed (zlib) and in Base85, cut into string literals of a line each."""
+    text = base64.b85encode(zlib.compress(data, 9)).decode("ascii")
+    return [text[k : k + 88] for k in range(0, len(text), 88)]
 
 
 def versions() -> dict[str, str]:
@@ -149,7 +163,8 @@ def versions() -> dict[str, str]:
     return out
 
 
-def render(table: dict[str, list[tuple[int, int, int]]], about: dict[str, str]) -> str:
+def render(table: dict[str, bytes], seen: set[int], about: dict[str, str]) -> str:
+    seen_bytes = bytes(1 if cp in seen else 0 for cp in range(BMP))
     lines = [
         '"""What BMP characters cost alone in each real tokenizer, generated by',
         "benchmarks/rare_chars.py: do not edit (see that script and windowfit._rare_chars).",
@@ -158,13 +173,16 @@ def render(table: dict[str, list[tuple[int, int, int]]], about: dict[str, str]) 
         f"{sys.version_info.major}.{sys.version_info.minor} (unicodedata "
         f"{unicodedata.unidata_version}). Tokenizers:",
         *(f"    {name}: {value}" for name, value in about.items()),
+        "",
+        "Each string is zlib-compressed, Base85-encoded bytes, one per BMP code point.",
         '"""',
         "",
         "from __future__ import annotations",
         "",
-        "#: Blocks left out: their classes' rates are fitted on real text of them.",
-        "FITTED_BLOCKS: tuple[tuple[int, int], ...] = (",
-        *(f"    (0x{a:04X}, 0x{b:04X}),  # {label}" for a, b, label in FITTED_BLOCKS),
+        f"#: 1 for the characters the real texts hold at least {SEEN_MIN} times (their classes'",
+        "#: rates are fitted on them: left out of RARE), else 0.",
+        "SEEN = (",
+        *(f'    "{piece}"' for piece in pack(seen_bytes)),
         ")",
         "",
         "#: Each calibrated family's tokenizer (another family, conservative included: max).",
@@ -172,21 +190,13 @@ def render(table: dict[str, list[tuple[int, int, int]]], about: dict[str, str]) 
         *(f'    "{family}": "{name}",' for family, name in BACKEND_OF_FAMILY.items()),
         "}",
         "",
-        f"#: Tokenizer -> (first, last, cost, ...): code points that cost at least {RARE_COST}",
-        "#: tokens alone, by runs of one cost, flattened; max: the largest of the tokenizers.",
-        "RARE: dict[str, tuple[int, ...]] = {",
+        f"#: Tokenizer -> each code point's cost alone when it is at least {RARE_COST}, else 0",
+        "#: (max: the largest of the tokenizers).",
+        "RARE: dict[str, str] = {",
     ]
-    for name, spans in table.items():
+    for name, data in table.items():
         lines.append(f'    "{name}": (')
-        flat = [f"0x{a:04X}, 0x{b:04X}, {c}," for a, b, c in spans]
-        row: list[str] = []
-        for item in flat:
-            if sum(len(x) + 1 for x in row) + len(item) > 84:
-                lines.append("        " + " ".join(row))
-                row = []
-            row.append(item)
-        if row:
-            lines.append("        " + " ".join(row))
+        lines.extend(f'        "{piece}"' for piece in pack(data))
         lines.append("    ),")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -195,23 +205,29 @@ def render(table: dict[str, list[tuple[int, int, int]]], about: dict[str, str]) 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--dry-run", action="store_true", help="print the counts, write nothing")
+    parser.add_argument("--data", help="the shared data folder (default ../shared/data)")
     args = parser.parse_args()
-    cps = code_points()
+    data = data_dir(args.data)
+    if data is None:
+        print("rare_chars: no data folder (../shared/data or WINDOWFIT_DATA)", file=sys.stderr)
+        return 2
+    seen = seen_characters(data)
+    print(f"{len(seen):,} characters the real texts hold {SEEN_MIN}+ times: left out")
+    cps = code_points(seen)
     letters = block_letters()
-    table: dict[str, list[tuple[int, int, int]]] = {}
+    table: dict[str, bytes] = {}
     largest: dict[int, int] = dict.fromkeys(cps, 0)
     for name in FAMILY_BACKENDS:
-        cost_of = costs(name, cps, letters)
+        cost_of = costs(load_backend(name), cps, letters)
         largest = {cp: max(cost, cost_of[cp]) for cp, cost in largest.items()}
-        table[name] = ranges(cost_of)
+        table[name] = cost_bytes(cost_of)
         rare = sum(1 for c in cost_of.values() if c >= RARE_COST)
         print(
             f"{name:14} {rare:6,} of {len(cps):,} code points cost {RARE_COST}+ alone "
-            f"(max {max(cost_of.values())}), {len(table[name]):,} ranges"
+            f"(max {max(cost_of.values())})"
         )
-    table["max"] = ranges(largest)
-    print(f"{'max':14} {len(table['max']):,} ranges")
-    source = render(table, versions())
+    table["max"] = cost_bytes(largest)
+    source = render(table, seen, versions())
     if args.dry_run:
         print("(dry run: nothing written)")
         return 0

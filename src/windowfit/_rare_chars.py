@@ -20,9 +20,11 @@ has few). The table is loaded the first time a profile meets a text that is not 
 
 from __future__ import annotations
 
+import base64
 import re
 import sys
 import threading
+import zlib
 from array import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -65,12 +67,24 @@ _CACHE: dict[tuple[str, bytes, tuple[tuple[int, int], ...]], RareChars] = {}
 _LOCK = threading.Lock()
 
 
-def cost_ranges(family: str) -> tuple[int, ...]:
-    """(first, last, cost, ...) of the family's tokenizer: its own for a calibrated
-    family, the largest of all of them for any other (``conservative`` included)."""
+def _unpack(packed: str) -> bytes:
+    return zlib.decompress(base64.b85decode(packed))
+
+
+def costs(family: str) -> bytes:
+    """One byte per BMP code point: what it costs alone in the family's tokenizer (its
+    own for a calibrated family, the largest of them for any other, ``conservative``
+    included) when that is at least 2 and the real texts do not hold it, else 0."""
     from . import _rare_table
 
-    return _rare_table.RARE[_rare_table.FAMILY_TABLES.get(family, "max")]
+    return _unpack(_rare_table.RARE[_rare_table.FAMILY_TABLES.get(family, "max")])
+
+
+def seen() -> bytes:
+    """One byte per BMP code point: 1 for the characters the real texts hold (left out)."""
+    from . import _rare_table
+
+    return _unpack(_rare_table.SEEN)
 
 
 def rare_chars(
@@ -103,30 +117,37 @@ def _build(
     class_of: Callable[[int], int],
     unit: int,
 ) -> RareChars:
-    flat = cost_ranges(family)
-    least: dict[int, int] = {}  # class byte -> the least a character of it counts
-    units = array("H", bytes(2 * BMP))
-    spans: list[list[int]] = []  # runs of code points that have an extra
-    for i in range(0, len(flat), 3):
-        first, last, cost = flat[i], flat[i + 1], flat[i + 2]
-        start = first
-        while start <= last:
-            stop = min(last, start | (_CLASS_RUN - 1))
-            code = class_of(start)
-            floor = least.get(code)
-            if floor is None:
-                floor = min(table[(code & 0xF8) | prev] for prev in range(8))
-                floor += class_extras.get(code, 0)
-                least[code] = floor
-            extra = cost * unit - floor
-            if extra > 0:
-                units[start : stop + 1] = array("H", [extra]) * (stop - start + 1)
-                if spans and spans[-1][1] == start - 1:
-                    spans[-1][1] = stop
-                else:
-                    spans.append([start, stop])
-            start = stop + 1
+    cost_of = costs(family)
+    extras = bytearray(2 * BMP)  # little-endian uint16 per code point
+    has_extra = bytearray(BMP)  # 1 where a code point has an extra
+    tables: dict[int, tuple[bytes, bytes, bytes]] = {}  # class byte -> cost translations
+    for start in range(0, BMP, _CLASS_RUN):
+        run = cost_of[start : start + _CLASS_RUN]
+        if not any(run):
+            continue
+        code = class_of(start)
+        found = tables.get(code)
+        if found is None:
+            floor = min(table[(code & 0xF8) | prev] for prev in range(8))
+            floor += class_extras.get(code, 0)
+            units = [max(0, cost * unit - floor) if cost else 0 for cost in range(256)]
+            found = (
+                bytes(u & 0xFF for u in units),
+                bytes(u >> 8 for u in units),
+                bytes(1 if u else 0 for u in units),
+            )
+            tables[code] = found
+        low, high, nonzero = found
+        stop = start + len(run)
+        extras[2 * start : 2 * stop : 2] = run.translate(low)
+        extras[2 * start + 1 : 2 * stop : 2] = run.translate(high)
+        has_extra[start:stop] = run.translate(nonzero)
+    units_array = array("H")
+    units_array.frombytes(bytes(extras))
+    if sys.byteorder != "little":
+        units_array.byteswap()
+    spans = [(m.start(), m.end() - 1) for m in re.finditer(rb"\x01+", has_extra)]
     pattern = None
     if spans:
         pattern = re.compile("[" + "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in spans) + "]")
-    return RareChars(units, pattern)
+    return RareChars(units_array, pattern)
