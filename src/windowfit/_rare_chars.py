@@ -146,8 +146,19 @@ def _build(
     units_array.frombytes(bytes(extras))
     if sys.byteorder != "little":
         units_array.byteswap()
-    spans = [(m.start(), m.end() - 1) for m in re.finditer(rb"\x01+", has_extra)]
-    pattern = None
-    if spans:
-        pattern = re.compile("[" + "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in spans) + "]")
-    return RareChars(units_array, pattern)
+    return RareChars(units_array, _pattern(bytes(has_extra)))
+
+
+def _pattern(has_extra: bytes) -> re.Pattern[str] | None:
+    """A character class of the code points whose byte in ``has_extra`` is 1: written as
+    the complement when that covers fewer code points (compiling a class costs about a
+    step per code point it covers; most BMP characters outside the real texts' are rare)."""
+    ones = has_extra.count(1)
+    if not ones:
+        return None
+    negate = ones > BMP // 2
+    runs = re.finditer(rb"\x00+" if negate else rb"\x01+", has_extra)
+    body = "".join(f"\\u{m.start():04x}-\\u{m.end() - 1:04x}" for m in runs)
+    if negate:  # and every astral character (no extra) with the complement
+        return re.compile(f"[^{body}\\U00010000-\\U0010ffff]")
+    return re.compile(f"[{body}]")
