@@ -125,7 +125,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from . import _profile_table
+from . import _profile_table, _rare_chars
 from ._speedup import Weigher
 from .errors import SettingsError
 from .models import model_info
@@ -141,6 +141,7 @@ __all__ = [
     "ClassEstimate",
     "Profile",
     "ProfileEstimator",
+    "char_extra_units",
     "default_estimator",
     "estimator_for",
     "family_for_model",
@@ -841,6 +842,7 @@ class ProfileEstimator(Estimator):
         # does not is summed the slow way, which leaves the padding out.
         self._padding_free = not any(profile.table[:8])
         self._high, self._low = _nibble_tables(profile.table)
+        self._rare: _rare_chars.RareChars | None = None  # loaded at the first non-ASCII text
         if type(self).estimate is ProfileEstimator.estimate:  # (a subclass keeps its own)
             self.estimate = self._make_estimate(0.0)  # type: ignore[method-assign,assignment]
             self.estimate_part = self._make_estimate(  # type: ignore[method-assign,assignment]
@@ -903,7 +905,7 @@ class ProfileEstimator(Estimator):
             classes=bmp_classes(),
             weights=self._table,
             class_extras=bytes(class_extras),
-            char_extras=None,
+            char_extras=char_extra_units(self.profile),
             astral_low=_CLASS_TABLE[0xF0],
             astral_high=_CLASS_TABLE[0xF1],
             lower_code=_CLASS_TABLE[ord("a")],
@@ -956,7 +958,14 @@ class ProfileEstimator(Estimator):
             if heavy:
                 for code, extra in self._extras:
                     units += extra * heavy.count(code)
+        if len(data) != len(text):  # rare characters (only a text that is not ASCII has any)
+            units += (self._rare or self._rare_chars()).extra_units(text)
         return math.ceil(units / WEIGHT_UNIT + framing) or 1
+
+    def _rare_chars(self) -> _rare_chars.RareChars:
+        """The profile's rare-character extras (see :func:`char_extra_units`)."""
+        self._rare = _profile_rare_chars(self.profile)
+        return self._rare
 
     def by_class(self, text: str) -> list[ClassEstimate]:
         """The estimate of ``text`` split by character class (every class, in the order
@@ -975,11 +984,44 @@ class ProfileEstimator(Estimator):
         units["punct"] += runs["punct_long"] * self._punct_units
         for code, extra in self._extras:
             units[_NAME_OF_CLASS[code >> 3]] += chars[_NAME_OF_CLASS[code >> 3]] * extra
+        if text and not text.isascii():
+            rare = self._rare or self._rare_chars()
+            for char in rare.pattern.findall(text) if rare.pattern else ():
+                units[_NAME_OF_CLASS[_classes(char)[0] >> 3]] += rare.units[ord(char)]
         rows = [
             ClassEstimate(name, chars[name], units[name] / WEIGHT_UNIT) for name in _CLASS_NAMES
         ]
         rows.append(ClassEstimate("framing", 1 if text else 0, 0.0))
         return rows
+
+
+def _profile_rare_chars(profile: Profile) -> _rare_chars.RareChars:
+    extras = {
+        _SCRIPT_CODES[name]: round(extra * WEIGHT_UNIT)
+        for name, extra in (profile.extras or {}).items()
+        if round(extra * WEIGHT_UNIT) > 0
+    }
+    return _rare_chars.rare_chars(
+        profile.family,
+        profile.table,
+        extras,
+        lambda cp: _classes(chr(cp))[0],
+        WEIGHT_UNIT,
+    )
+
+
+def char_extra_units(profile: Profile) -> bytes:
+    """What the rare-character term adds per BMP character, for ``profile``: 2 * 65,536
+    bytes, a little-endian uint16 per code point, in 1/:data:`WEIGHT_UNIT` tokens (0 for
+    most). The estimate adds the sum over a text's characters (astral characters add
+    nothing) to the pair weights' units before rounding up.
+
+    Which characters: those that cost at least 2 tokens alone in the family's real
+    tokenizer (``conservative`` and other families: the largest of the calibrated
+    families' tokenizers), outside the blocks the rates are fitted on
+    (:mod:`windowfit._rare_chars`). Each gets what its cost alone exceeds the least its
+    class's pairs weigh, so that it is never counted less than alone."""
+    return _profile_rare_chars(profile).le_bytes()
 
 
 def _conservative(profiles: Iterable[Profile]) -> Profile:
