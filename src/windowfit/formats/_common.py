@@ -54,12 +54,13 @@ class FormatSpec:
     #: counts, the index of the first), where the format has one: what a cold fit runs.
     scan_all: Callable[[Iterable[Any], Counts, int], list[Facts]] | None = None
 
-    def scan_messages(self, messages: Iterable[Any], counts: Counts) -> list[Facts]:
-        """The facts of every message, checked (``scan`` of each, in order)."""
+    def scan_messages(self, messages: Iterable[Any], counts: Counts, start: int = 0) -> list[Facts]:
+        """The facts of every message, checked (``scan`` of each, in order; the first is
+        message ``start`` of its conversation, which errors name)."""
         if self.scan_all is not None:
-            return self.scan_all(messages, counts, 0)
+            return self.scan_all(messages, counts, start)
         scan = self.scan
-        return [scan(raw, i, counts) for i, raw in enumerate(messages)]
+        return [scan(raw, i, counts) for i, raw in enumerate(messages, start)]
 
 
 def require_mapping(value: Any, index: int, what: str) -> Mapping[str, Any]:
