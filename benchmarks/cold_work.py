@@ -11,7 +11,11 @@ arithmetic). Instructions are not time (C loops run more of them per cycle than 
 interpreter does), but a change that removes work shows here whatever the load.
 
 Needs valgrind (``apt-get install valgrind``) and ``../shared/data``; about a minute per
-call counted. ``python benchmarks/cold_work.py`` (both formats).
+call counted. ``python benchmarks/cold_work.py`` (both formats); ``--seed`` adds a column
+for the same cold fit counting with the seed rule (``estimator_for(family="seed")``,
+about free on ASCII), which is what reading, checking, folding and building cost when
+the estimate costs next to nothing; ``--top N KIND FORMAT`` prints the N functions of
+one call (``fit``, ``seed`` or ``trim``) that execute the most instructions themselves.
 """
 
 from __future__ import annotations
@@ -58,18 +62,23 @@ def _conversation(fmt: str) -> tuple[list[dict[str, Any]], Any, Any, int]:
 
 
 def run_one(kind: str, fmt: str) -> None:
-    """One call of ``kind`` (``fit`` or ``trim``) inside ``functools.reduce``, the frame
-    callgrind is told to count in (everything before it is set up and warmed up)."""
+    """One call of ``kind`` (``fit``, ``seed`` or ``trim``) inside ``functools.reduce``,
+    the frame callgrind is told to count in (everything before it is set up and warmed
+    up). ``seed`` is ``fit`` counting with the seed rule (the budget stays the default
+    estimate's, as in ``benchmarks/core.py --real``)."""
     messages, system, tools, budget = _conversation(fmt)
-    if kind == "fit":
+    if kind in ("fit", "seed"):
         from windowfit import Fitter
+        from windowfit.profiles import default_estimator, estimator_for
 
+        estimator = estimator_for(family="seed") if kind == "seed" else default_estimator()
+        args = {"budget": budget, "system": system, "tools": tools, "format": fmt}
         text = json.dumps(messages)
-        Fitter().fit(json.loads(text), budget=budget, system=system, tools=tools, format=fmt)
+        Fitter().fit(json.loads(text), estimator=estimator, **args)
         fresh = json.loads(text)
 
         def call(_: Any, m: Any) -> Any:
-            return Fitter().fit(m, budget=budget, system=system, tools=tools, format=fmt)
+            return Fitter().fit(m, estimator=estimator, **args)
 
         functools.reduce(call, [fresh], None)
         return
@@ -80,8 +89,8 @@ def run_one(kind: str, fmt: str) -> None:
     functools.reduce(lambda _, __: trim(), [0], None)
 
 
-def count(kind: str, fmt: str) -> tuple[int, int]:
-    """(all instructions, those in the estimate's C functions) of one call."""
+def _annotate(kind: str, fmt: str) -> str:
+    """``callgrind_annotate``'s report of one call of ``kind`` on ``fmt``."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         subprocess.run(
@@ -100,14 +109,18 @@ def count(kind: str, fmt: str) -> tuple[int, int]:
             check=True,
             capture_output=True,
         )
-        report = subprocess.run(
+        return subprocess.run(
             ["callgrind_annotate", "--threshold=100", str(out)],
             check=True,
             capture_output=True,
             text=True,
         ).stdout
+
+
+def count(kind: str, fmt: str) -> tuple[int, int]:
+    """(all instructions, those in the estimate's C functions) of one call."""
     total = estimate = 0
-    for line in report.splitlines():
+    for line in _annotate(kind, fmt).splitlines():
         m = re.match(r"\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S+)", line)
         if not m:
             continue
@@ -119,20 +132,41 @@ def count(kind: str, fmt: str) -> tuple[int, int]:
     return total, estimate
 
 
+def top(kind: str, fmt: str, n: int) -> list[tuple[int, str]]:
+    """The ``n`` functions of one call that execute the most instructions themselves."""
+    rows = []
+    for line in _annotate(kind, fmt).splitlines():
+        m = re.match(r"\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$", line)
+        if m:
+            rows.append((int(m.group(1).replace(",", "")), m.group(2).strip()))
+    return rows[: n + 1]  # the first is the whole call (PROGRAM TOTALS)
+
+
 def main() -> int:
-    if len(sys.argv) == 4 and sys.argv[1] == "--one":
-        run_one(sys.argv[2], sys.argv[3])
+    args = sys.argv[1:]
+    if len(args) == 3 and args[0] == "--one":
+        run_one(args[1], args[2])
         return 0
     if shutil.which("valgrind") is None:
         print("needs valgrind (apt-get install valgrind)", file=sys.stderr)
         return 1
-    print("| format | trim_messages | cold fit | of it, the estimate's C passes | trim / fit |")
-    print("|---|---:|---:|---:|---:|")
+    if len(args) == 4 and args[0] == "--top":
+        for n, name in top(args[2], args[3], int(args[1])):
+            print(f"{n:>13,} {name}")
+        return 0
+    seed = args == ["--seed"]
+    head = "| format | trim_messages | cold fit | of it, the estimate's C passes | trim / fit |"
+    print(head + (" seed-rule cold fit | trim / seed fit |" if seed else ""))
+    print("|---|---:|---:|---:|---:|" + ("---:|---:|" if seed else ""))
     for fmt in ("anthropic", "openai"):
         trim, _ = count("trim", fmt)
         fit, estimate = count("fit", fmt)
         share = f"{estimate / 1e6:,.0f}M ({estimate / fit:.0%})"
-        print(f"| {fmt} | {trim / 1e6:,.0f}M | {fit / 1e6:,.0f}M | {share} | {trim / fit:.2f}x |")
+        row = f"| {fmt} | {trim / 1e6:,.0f}M | {fit / 1e6:,.0f}M | {share} | {trim / fit:.2f}x |"
+        if seed:
+            seed_fit, _ = count("seed", fmt)
+            row += f" {seed_fit / 1e6:,.1f}M | {trim / seed_fit:.2f}x |"
+        print(row)
     return 0
 
 

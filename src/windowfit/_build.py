@@ -54,14 +54,14 @@ def build(
     cleared_ids: list[str] = []
     saved: dict[int, int] = {}
     for j in fold.clearable_idx[: state.cleared]:
-        result = fold.results[j]
-        if state.cut >= 0 and fold.head_end <= result.message < state.cut:
+        message, call_id, _, saving, _ = fold.results[j]
+        if state.cut >= 0 and fold.head_end <= message < state.cut:
             continue  # in a dropped message: nothing to clear
-        if result.message in stripped:
+        if message in stripped:
             continue  # left out with its round
-        cleared_by_message.setdefault(result.message, set()).add(result.call_id)
-        cleared_ids.append(result.call_id)
-        saved[result.message] = saved.get(result.message, 0) + result.saving
+        cleared_by_message.setdefault(message, set()).add(call_id)
+        cleared_ids.append(call_id)
+        saved[message] = saved.get(message, 0) + saving
 
     out: list[Any] = []
     total = fold.fixed

@@ -22,15 +22,6 @@ from .settings import FitSettings
 __all__ = ["Fold", "State"]
 
 
-@dataclass(slots=True)
-class _Result:
-    message: int  # index of the message that carries the result
-    call_id: str
-    tokens: int
-    saving: int  # tokens saved by clearing it
-    clearable: bool  # big enough to be worth clearing
-
-
 @dataclass
 class State:
     cleared: int = 0  # how many of the clearable results (oldest first) are cleared
@@ -58,7 +49,10 @@ class Fold:
     roles: list[str] = field(default_factory=list)
     turn_starts: list[int] = field(default_factory=list)
     assistants: list[int] = field(default_factory=list)
-    results: list[_Result] = field(default_factory=list)
+    #: One tuple per tool result: the index of the message that carries it, its call id,
+    #: its tokens, the tokens clearing it saves, whether it is big enough to be worth
+    #: clearing. (A plain tuple: a cold fit makes one per result.)
+    results: list[tuple[int, str, int, int, bool]] = field(default_factory=list)
     head_end: int = -1  # end of the always-kept head (system messages, first message)
     first: int = -1  # index of the first non-system message
     result_msgs: list[int] = field(default_factory=list)
@@ -105,7 +99,7 @@ class Fold:
             ratio = self.settings.min_clear_ratio
             for call_id, tokens, cleared in facts.results:
                 self.results.append(
-                    _Result(i, call_id, tokens, tokens - cleared, tokens >= ratio * cleared)
+                    (i, call_id, tokens, tokens - cleared, tokens >= ratio * cleared)
                 )
                 self.result_msgs.append(i)
 
@@ -126,7 +120,7 @@ class Fold:
                 return
         new = facts[start:]
         self.facts.extend(new)
-        sizes = [f.tokens for f in new]
+        sizes = [f[1] for f in new]
         self.sizes.extend(sizes)
         self.prefix.extend(islice(accumulate(sizes, initial=self.prefix[-1]), 1, None))
         item_rounds, assistant_role = self.spec.item_rounds, self.spec.assistant_role
@@ -135,19 +129,16 @@ class Fold:
         results, result_msgs = self.results, self.result_msgs
         before = self.facts[start - 1].role
         i = start
-        for f in new:
-            role = f.role
-            continues = item_rounds and role == "assistant" and before == "assistant"
-            if role == assistant_role and not continues:
+        for role, _, _, message_results, _, user_input, _ in new:
+            if role == assistant_role and not (
+                item_rounds and role == "assistant" and before == "assistant"
+            ):
                 assistants.append(i)
-            elif f.user_input:
+            elif user_input:
                 turn_starts.append(i)
-            if f.results:
-                for call_id, tokens, cleared in f.results:
-                    results.append(
-                        _Result(i, call_id, tokens, tokens - cleared, tokens >= ratio * cleared)
-                    )
-                    result_msgs.append(i)
+            for call_id, tokens, cleared in message_results:
+                results.append((i, call_id, tokens, tokens - cleared, tokens >= ratio * cleared))
+                result_msgs.append(i)
             before = role
             i += 1
 
@@ -164,17 +155,17 @@ class Fold:
         keep = self.settings.keep_results
         count = bisect_left(self.result_msgs, upto)
         while self.tail_end < count:
-            self.tail_tokens += self.results[self.tail_end].tokens
+            self.tail_tokens += self.results[self.tail_end][2]
             self.tail_end += 1
         while self.protected_from < count - 1 and (
             count - self.protected_from > keep if keep is not None else self.tail_tokens > limit
         ):
-            leaving = self.results[self.protected_from]
-            self.tail_tokens -= leaving.tokens
-            if leaving.clearable:
-                self.clearable_msg.append(leaving.message)
+            message, _, tokens, saving, clearable = self.results[self.protected_from]
+            self.tail_tokens -= tokens
+            if clearable:
+                self.clearable_msg.append(message)
                 self.clearable_idx.append(self.protected_from)
-                self.savings.append(self.savings[-1] + leaving.saving)
+                self.savings.append(self.savings[-1] + saving)
             self.protected_from += 1
 
     def snapshot(self) -> tuple[int, int, int, int]:

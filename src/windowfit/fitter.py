@@ -31,6 +31,7 @@ import threading
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import Any
 
 from ._build import build
@@ -235,16 +236,21 @@ class Fitter:
         ``known``: facts already scanned, taken for each leading message that is the very
         object they were scanned from, by the very same Sizer (see :class:`Scanned`); and
         how many were so taken."""
-        scan = spec.scan
         start = 0
-        facts: list[Facts] = []
         if known is not None and known.sizer is sizer:
             seen = known.messages
             most = min(len(seen), len(messages), len(known.facts))
             while start < most and messages[start] is seen[start]:
                 start += 1
-            facts = known.facts[:start]
-        facts.extend(scan(messages[i], i, sizer) for i in range(start, len(messages)))
+        if not start:
+            return spec.scan_messages(messages, sizer), 0
+        facts = known.facts[:start] if known is not None else []
+        rest = islice(messages, start, None)
+        if spec.scan_all is not None:
+            facts.extend(spec.scan_all(rest, sizer, start))
+        else:
+            scan = spec.scan
+            facts.extend(scan(raw, i, sizer) for i, raw in enumerate(rest, start))
         return facts, start
 
     @staticmethod

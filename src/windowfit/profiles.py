@@ -126,6 +126,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from . import _profile_table
+from ._speedup import Weigher
 from .errors import SettingsError
 from .models import model_info
 from .tokens import Estimator, SeedEstimator
@@ -344,6 +345,41 @@ def _split_lead_classes(text: str, classes: bytes) -> bytes:
     mask = int.from_bytes(found.translate(_NONZERO_TO_FF), "little")
     merged = (int.from_bytes(classes, "little") & ~mask) | int.from_bytes(found, "little")
     return merged.to_bytes(size, "little")
+
+
+_bmp_classes: bytes | None = None
+_bmp_lock = threading.Lock()
+
+
+def bmp_classes() -> bytes:
+    """The class byte of every code point of the Basic Multilingual Plane (65,536 bytes,
+    surrogates included): the table the C speedup looks characters up in. It is made the
+    way the Python path classes a character, from its UTF-8 lead byte (``_CLASS_TABLE``)
+    and the split pages (``_PAGE_CLASSES``); a character's class never depends on its
+    neighbours, and the tests check every code point alone against :func:`_classes`.
+    Built once, on first use."""
+    global _bmp_classes
+    if _bmp_classes is None:
+        with _bmp_lock:
+            if _bmp_classes is None:
+                _bmp_classes = _make_bmp_classes()
+    return _bmp_classes
+
+
+def _make_bmp_classes() -> bytes:
+    table = _CLASS_TABLE
+    # U+0000-007F: the byte itself; U+0080-07FF: lead 0xC0 | cp >> 6 (64 code points
+    # each, from C2); U+0800-FFFF: lead 0xE0 | cp >> 12 (4,096 each, E0 from U+0800).
+    parts = [table[:0x80]]
+    parts += [bytes([table[0xC0 | k]]) * 64 for k in range(2, 32)]
+    parts.append(bytes([table[0xE0]]) * 0x800)
+    parts += [bytes([table[0xE0 | k]]) * 0x1000 for k in range(1, 16)]
+    classes = bytearray(b"".join(parts))
+    for page, quarters in _PAGE_CLASSES.items():
+        for quarter, cls in enumerate(quarters):
+            start = page << 8 | quarter << 6
+            classes[start : start + 64] = bytes([cls << 3 | _G_SCRIPT]) * 64
+    return bytes(classes)
 
 
 def _split_lead_classes_slowly(text: str, classes: bytes) -> bytes:
@@ -811,7 +847,7 @@ class ProfileEstimator(Estimator):
                 self.framing
             )
 
-    def _make_estimate(self, framing: float) -> Callable[[str], int]:
+    def _make_estimate(self, framing: float, *, speedup: bool = True) -> Callable[[str], int]:
         """``estimate`` (or, with the profile's framing, ``estimate_part``) as a closure
         over the profile's numbers: most texts a fit counts are short, and for them
         looking up attributes and globals costs as much as the C passes do."""
@@ -822,6 +858,8 @@ class ProfileEstimator(Estimator):
 
         if not self._padding_free:
             return general
+        if speedup and Weigher is not None:
+            return self._weigher(framing)
         table = self._table
         ascii_classes, multiplier = _ASCII_CLASSES, _ASCII_PAIR_MULTIPLIER
         adler32, from_bytes, ceil, weight_sum = zlib.adler32, int.from_bytes, math.ceil, _weight_sum
@@ -852,6 +890,36 @@ class ProfileEstimator(Estimator):
             return ceil(units / WEIGHT_UNIT + framing) or 1  # a text is one token at least
 
         return estimate
+
+    def _weigher(self, framing: float) -> Callable[[str], int]:
+        """The estimate as a :class:`windowfit._weigh.Weigher` (the optional C speedup):
+        the same integer sum as :meth:`_estimate_any` from the same tables, in one pass,
+        rounded the same way."""
+        class_extras = bytearray(4 * 256)
+        for code, extra in self._extras:
+            class_extras[4 * code : 4 * code + 4] = extra.to_bytes(4, "little")
+        assert Weigher is not None
+        return Weigher(
+            classes=bmp_classes(),
+            weights=self._table,
+            class_extras=bytes(class_extras),
+            char_extras=None,
+            astral_low=_CLASS_TABLE[0xF0],
+            astral_high=_CLASS_TABLE[0xF1],
+            lower_code=_CLASS_TABLE[ord("a")],
+            lower_run=LOWER_RUN,
+            lower_units=self._lower_units,
+            punct_code=_CLASS_TABLE[ord("!")],
+            punct_run=PUNCT_RUN,
+            punct_units=self._punct_units,
+            framing=framing,
+        )
+
+    @property
+    def accelerated(self) -> bool:
+        """Whether :meth:`estimate` runs in the C speedup (``windowfit._weigh``), else in
+        Python: the same counts either way."""
+        return Weigher is not None and isinstance(self.estimate, Weigher)
 
     def estimate(self, text: str) -> int:
         # (replaced per instance by the closure _make_estimate builds; kept for the type)

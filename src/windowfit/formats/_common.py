@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -50,6 +50,16 @@ class FormatSpec:
     note_joins_only_user_messages: bool = False
     #: The role of the model's own messages (Gemini says ``model``).
     assistant_role: str = "assistant"
+    #: ``scan`` for every message of a conversation in one loop (the messages, the
+    #: counts, the index of the first), where the format has one: what a cold fit runs.
+    scan_all: Callable[[Iterable[Any], Counts, int], list[Facts]] | None = None
+
+    def scan_messages(self, messages: Iterable[Any], counts: Counts) -> list[Facts]:
+        """The facts of every message, checked (``scan`` of each, in order)."""
+        if self.scan_all is not None:
+            return self.scan_all(messages, counts, 0)
+        scan = self.scan
+        return [scan(raw, i, counts) for i, raw in enumerate(messages)]
 
 
 def require_mapping(value: Any, index: int, what: str) -> Mapping[str, Any]:

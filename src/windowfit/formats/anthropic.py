@@ -9,7 +9,7 @@ verbatim as :class:`~windowfit.messages.Opaque`.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._overheads import BLOCK_OVERHEAD, MESSAGE_OVERHEAD, TOOL_OVERHEAD
@@ -37,6 +37,7 @@ __all__ = [
     "from_message",
     "output_overflow_error",
     "scan",
+    "scan_all",
     "to_message",
 ]
 
@@ -198,107 +199,132 @@ _ASSISTANT_ONLY = frozenset({"tool_use", "thinking", "redacted_thinking", "serve
 
 
 def scan(raw: Any, index: int, counts: Counts) -> Facts:
-    """Check one Anthropic message and size it, without building the neutral form.
+    """Check one Anthropic message and size it, without building the neutral form (see
+    :func:`scan_all`, which this is for one message)."""
+    return scan_all((raw,), counts, index)[0]
+
+
+def scan_all(messages: Iterable[Any], counts: Counts, start: int = 0) -> list[Facts]:
+    """Check every message (the first is message ``start``) and size it, without building
+    the neutral form: the facts of each, in order.
 
     Besides each block's own fields, checks what the API rejects with a 400: a role other
     than user or assistant, content that is not a string or a list of blocks, tool_use
     or thinking blocks in a user message, tool_result blocks in an assistant message or
     after other content, and blocks nested where they may not be.
+
+    (One loop over the whole conversation, its names bound once: a cold fit reads
+    thousands of messages, and a call per message, per-message look-ups and building
+    each error's field name before it is needed cost more than reading them does.)
     """
-    if type(raw) is not dict and not isinstance(raw, Mapping):
-        raise ConversationError(
-            f"a message must be a JSON object, not {describe(raw)}", index=index
-        )
-    role = raw.get("role")
-    if role != "user" and role != "assistant":
-        if role is None or not isinstance(role, str):
-            raise not_a_string(role, index, "role")
-        raise ConversationError(
-            f"role {role!r} is not an Anthropic role (user, assistant)", index=index, field="role"
-        )
-    content = raw.get("content")
     estimate = counts.text
-    if type(content) is str:
-        tokens = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + estimate(content)
-        return Facts(role, tokens, (), (), False, role == "user", tokens)
-    if type(content) is not list:
-        if content is None:
-            problem = "is missing" if "content" not in raw else "must not be null"
-            raise ConversationError(problem, index=index, field="content")
-        raise ConversationError(
-            f"must be a string or a list of blocks, not {describe(content)}",
-            index=index,
-            field="content",
-        )
-    tokens = other = MESSAGE_OVERHEAD
-    calls: list[str] = []
-    results: list[tuple[str, int, int]] = []
-    user_side = role == "user"
-    for k, block in enumerate(content):
-        if type(block) is not dict and not isinstance(block, Mapping):
+    cleared_string = counts.cleared_string_tokens
+    make = tuple.__new__
+    out: list[Facts] = []
+    append = out.append
+    index = start - 1
+    for raw in messages:
+        index += 1
+        if type(raw) is not dict and not isinstance(raw, Mapping):
             raise ConversationError(
-                f"a block must be a JSON object, not {describe(block)}",
-                index=index,
-                field=f"content[{k}]",
+                f"a message must be a JSON object, not {describe(raw)}", index=index
             )
-        kind = block.get("type")
-        if kind == "text":
-            text = block.get("text")
-            if type(text) is not str:
-                raise not_a_string(text, index, f"content[{k}].text")
-            n = BLOCK_OVERHEAD + estimate(text)
-        elif kind == "tool_result":
-            if not user_side:
-                raise ConversationError(
-                    "a tool_result block belongs in a user message, not an assistant message",
-                    index=index,
-                    field=f"content[{k}]",
-                )
-            if other != MESSAGE_OVERHEAD:
-                raise ConversationError(
-                    "tool_result blocks must come first in a user message, before any other "
-                    "content",
-                    index=index,
-                    field=f"content[{k}]",
-                )
-            call_id = block.get("tool_use_id")
-            if type(call_id) is not str:
-                raise not_a_string(call_id, index, f"content[{k}].tool_use_id")
-            inner = block.get("content")
-            if type(inner) is str and "is_error" not in block:  # the common case, inline
-                n, cleared = TOOL_OVERHEAD + estimate(inner), counts.cleared_string_tokens
-            else:
-                n, cleared = _result_size(block, index, k, counts)
-            results.append((call_id, n, cleared))
-            tokens += n
+        role = raw.get("role")
+        if role != "user" and role != "assistant":
+            if role is None or not isinstance(role, str):
+                raise not_a_string(role, index, "role")
+            raise ConversationError(
+                f"role {role!r} is not an Anthropic role (user, assistant)",
+                index=index,
+                field="role",
+            )
+        content = raw.get("content")
+        user_side = role == "user"
+        if type(content) is str:
+            tokens = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + estimate(content)
+            append(make(Facts, (role, tokens, (), (), False, user_side, tokens)))
             continue
-        elif kind == "tool_use":
-            if user_side:
-                raise _assistant_only(kind, index, k)
-            call_id = block.get("id")
-            if type(call_id) is not str:
-                raise not_a_string(call_id, index, f"content[{k}].id")
-            name = block.get("name")
-            if type(name) is not str:
-                raise not_a_string(name, index, f"content[{k}].name")
-            value = block.get("input", _EMPTY)
-            if type(value) is not dict and not isinstance(value, Mapping):
+        if type(content) is not list:
+            if content is None:
+                problem = "is missing" if "content" not in raw else "must not be null"
+                raise ConversationError(problem, index=index, field="content")
+            raise ConversationError(
+                f"must be a string or a list of blocks, not {describe(content)}",
+                index=index,
+                field="content",
+            )
+        tokens = other = MESSAGE_OVERHEAD
+        calls: tuple[str, ...] = ()
+        results: tuple[tuple[str, int, int], ...] = ()
+        k = -1
+        for block in content:
+            k += 1
+            if type(block) is not dict and not isinstance(block, Mapping):
                 raise ConversationError(
-                    f"must be a JSON object, not {describe(value)}",
+                    f"a block must be a JSON object, not {describe(block)}",
                     index=index,
-                    field=f"content[{k}].input",
+                    field=f"content[{k}]",
                 )
-            arguments = json_text(value, index, f"content[{k}].input")
-            n = TOOL_OVERHEAD + estimate(name) + estimate(arguments)
-            calls.append(call_id)
-        else:
-            n = _other_block_size(block, kind, index, f"content[{k}]", counts)
-            if user_side and kind in _ASSISTANT_ONLY:
-                raise _assistant_only(kind, index, k)
-        tokens += n
-        other += n
-    has_input = user_side and other != MESSAGE_OVERHEAD
-    return Facts(role, tokens, tuple(calls), tuple(results), bool(results), has_input, other)
+            kind = block.get("type")
+            if kind == "text":
+                text = block.get("text")
+                if type(text) is not str:
+                    raise not_a_string(text, index, f"content[{k}].text")
+                n = BLOCK_OVERHEAD + estimate(text)
+            elif kind == "tool_result":
+                if not user_side:
+                    raise ConversationError(
+                        "a tool_result block belongs in a user message, not an assistant message",
+                        index=index,
+                        field=f"content[{k}]",
+                    )
+                if other != MESSAGE_OVERHEAD:
+                    raise ConversationError(
+                        "tool_result blocks must come first in a user message, before any "
+                        "other content",
+                        index=index,
+                        field=f"content[{k}]",
+                    )
+                call_id = block.get("tool_use_id")
+                if type(call_id) is not str:
+                    raise not_a_string(call_id, index, f"content[{k}].tool_use_id")
+                inner = block.get("content")
+                is_error = block.get("is_error")
+                if type(inner) is str and (is_error is None or type(is_error) is bool):
+                    n, cleared = TOOL_OVERHEAD + estimate(inner), cleared_string  # common
+                else:
+                    n, cleared = _result_size(block, index, k, counts)
+                results += ((call_id, n, cleared),)
+                tokens += n
+                continue
+            elif kind == "tool_use":
+                if user_side:
+                    raise _assistant_only(kind, index, k)
+                call_id = block.get("id")
+                if type(call_id) is not str:
+                    raise not_a_string(call_id, index, f"content[{k}].id")
+                name = block.get("name")
+                if type(name) is not str:
+                    raise not_a_string(name, index, f"content[{k}].name")
+                value = block.get("input", _EMPTY)
+                if type(value) is not dict and not isinstance(value, Mapping):
+                    raise ConversationError(
+                        f"must be a JSON object, not {describe(value)}",
+                        index=index,
+                        field=f"content[{k}].input",
+                    )
+                arguments = json_text(value, index, f"content[{k}].input")
+                n = TOOL_OVERHEAD + estimate(name) + estimate(arguments)
+                calls += (call_id,)
+            else:
+                n = _other_block_size(block, kind, index, f"content[{k}]", counts)
+                if user_side and kind in _ASSISTANT_ONLY:
+                    raise _assistant_only(kind, index, k)
+            tokens += n
+            other += n
+        has_input = user_side and other != MESSAGE_OVERHEAD
+        append(make(Facts, (role, tokens, calls, results, bool(results), has_input, other)))
+    return out
 
 
 _EMPTY: dict[str, Any] = {}
@@ -430,6 +456,7 @@ SPEC = FormatSpec(
     system_roles=frozenset(),
     roles=frozenset({"user", "assistant"}),
     scan=scan,
+    scan_all=scan_all,
     result_field=result_field,
     calls_field="content",
     clear=clear,

@@ -11,7 +11,7 @@ A ``tool`` message becomes one :class:`~windowfit.messages.ToolResult` block.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._overheads import BLOCK_OVERHEAD, MESSAGE_OVERHEAD, TOOL_OVERHEAD
@@ -46,6 +46,7 @@ __all__ = [
     "from_message",
     "output_overflow_error",
     "scan",
+    "scan_all",
     "to_message",
 ]
 
@@ -201,81 +202,111 @@ _CONTENT_OPTIONAL = ("tool_calls", "function_call", "audio", "refusal")
 
 
 def scan(raw: Any, index: int, counts: Counts) -> Facts:
-    """Check one Chat Completions message and size it, without building the neutral form.
+    """Check one Chat Completions message and size it, without building the neutral form
+    (see :func:`scan_all`, which this is for one message)."""
+    return scan_all((raw,), counts, index)[0]
+
+
+def scan_all(messages: Iterable[Any], counts: Counts, start: int = 0) -> list[Facts]:
+    """Check every message (the first is message ``start``) and size it, without building
+    the neutral form: the facts of each, in order.
 
     Besides each part's own fields, checks what the API rejects with a 400: an unknown
     role, missing content (except an assistant message with tool calls), tool calls on a
     message that is not the assistant's, a tool message without ``tool_call_id``.
+    (One loop, its names bound once: see ``anthropic.scan_all``.)
     """
-    if type(raw) is not dict and not isinstance(raw, Mapping):
-        raise ConversationError(
-            f"a message must be a JSON object, not {describe(raw)}", index=index
-        )
-    role = raw.get("role")
-    if type(role) is not str or role not in _ROLES:
-        if not isinstance(role, str):
-            raise not_a_string(role, index, "role")
-        roles = ", ".join(sorted(_ROLES))
-        raise ConversationError(
-            f"role {role!r} is not an OpenAI chat role ({roles})", index=index, field="role"
-        )
-    content = raw.get("content")
     estimate = counts.text
-    if role == "tool":
-        call_id = raw.get("tool_call_id")
-        if type(call_id) is not str:
-            raise not_a_string(call_id, index, "tool_call_id")
+    cleared_string = counts.cleared_string_tokens
+    make = tuple.__new__
+    out: list[Facts] = []
+    append = out.append
+    index = start - 1
+    for raw in messages:
+        index += 1
+        if type(raw) is not dict and not isinstance(raw, Mapping):
+            raise ConversationError(
+                f"a message must be a JSON object, not {describe(raw)}", index=index
+            )
+        role = raw.get("role")
+        if type(role) is not str or role not in _ROLES:
+            if not isinstance(role, str):
+                raise not_a_string(role, index, "role")
+            roles = ", ".join(sorted(_ROLES))
+            raise ConversationError(
+                f"role {role!r} is not an OpenAI chat role ({roles})", index=index, field="role"
+            )
+        content = raw.get("content")
+        if role == "tool":
+            call_id = raw.get("tool_call_id")
+            if type(call_id) is not str:
+                raise not_a_string(call_id, index, "tool_call_id")
+            if type(content) is str:
+                n, cleared = TOOL_OVERHEAD + estimate(content), cleared_string
+            elif content is None:
+                raise ConversationError(
+                    "is missing" if "content" not in raw else "must not be null",
+                    index=index,
+                    field="content",
+                )
+            else:
+                n = TOOL_OVERHEAD + _parts_size(content, index, counts)
+                cleared = counts.cleared_list_tokens
+            facts = (role, MESSAGE_OVERHEAD + n, (), ((call_id, n, cleared),), True, False, 0)
+            append(make(Facts, facts))
+            continue
         if type(content) is str:
-            n, cleared = TOOL_OVERHEAD + estimate(content), counts.cleared_string_tokens
+            tokens = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + estimate(content)
+            has_content = True
         elif content is None:
-            raise ConversationError(
-                "is missing" if "content" not in raw else "must not be null",
-                index=index,
-                field="content",
-            )
+            if role != "assistant" or not any(raw.get(k) is not None for k in _CONTENT_OPTIONAL):
+                raise ConversationError(
+                    "is missing" if "content" not in raw else "must not be null",
+                    index=index,
+                    field="content",
+                )
+            tokens, has_content = MESSAGE_OVERHEAD, False
         else:
-            n = TOOL_OVERHEAD + _parts_size(content, index, counts)
-            cleared = counts.cleared_list_tokens
-        return Facts(role, MESSAGE_OVERHEAD + n, (), ((call_id, n, cleared),), True, False, 0)
-    if type(content) is str:
-        tokens = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + estimate(content)
-        has_content = True
-    elif content is None:
-        if role != "assistant" or not any(raw.get(k) is not None for k in _CONTENT_OPTIONAL):
-            raise ConversationError(
-                "is missing" if "content" not in raw else "must not be null",
-                index=index,
-                field="content",
-            )
-        tokens, has_content = MESSAGE_OVERHEAD, False
-    else:
-        tokens = MESSAGE_OVERHEAD + _parts_size(content, index, counts)
-        has_content = bool(content)
-    calls: tuple[str, ...] = ()
-    raw_calls = raw.get("tool_calls")
-    if raw_calls is not None:
-        if role != "assistant":
-            raise ConversationError(
-                f"only assistant messages carry tool calls, not {role} messages",
-                index=index,
-                field="tool_calls",
-            )
-        if type(raw_calls) is not list:
-            raise ConversationError(
-                f"must be a list, not {describe(raw_calls)}", index=index, field="tool_calls"
-            )
-        ids: list[str] = []
-        for k, call in enumerate(raw_calls):
-            call_id, name, arguments = _call_fields(call, index, k)
-            tokens += TOOL_OVERHEAD + estimate(name) + estimate(arguments)
-            ids.append(call_id)
-        calls = tuple(ids)
-    if role == "assistant":
-        reasoning = raw.get(_REASONING_KEY)
-        if type(reasoning) is str:
-            tokens += BLOCK_OVERHEAD + estimate(reasoning)
-    has_input = role == "user" and has_content
-    return Facts(role, tokens, calls, (), False, has_input, tokens)
+            tokens = MESSAGE_OVERHEAD + _parts_size(content, index, counts)
+            has_content = bool(content)
+        calls: tuple[str, ...] = ()
+        raw_calls = raw.get("tool_calls")
+        if raw_calls is not None:
+            if role != "assistant":
+                raise ConversationError(
+                    f"only assistant messages carry tool calls, not {role} messages",
+                    index=index,
+                    field="tool_calls",
+                )
+            if type(raw_calls) is not list:
+                raise ConversationError(
+                    f"must be a list, not {describe(raw_calls)}", index=index, field="tool_calls"
+                )
+            k = -1
+            for call in raw_calls:
+                k += 1
+                function = call.get("function") if type(call) is dict else None
+                if type(function) is dict:  # the common case, inline
+                    call_id = call.get("id")
+                    name = function.get("name")
+                    arguments = function.get("arguments", "")
+                    if (
+                        type(call_id) is not str
+                        or type(name) is not str
+                        or type(arguments) is not str
+                    ):
+                        call_id, name, arguments = _call_fields(call, index, k)
+                else:
+                    call_id, name, arguments = _call_fields(call, index, k)
+                tokens += TOOL_OVERHEAD + estimate(name) + estimate(arguments)
+                calls += (call_id,)
+        if role == "assistant":
+            reasoning = raw.get(_REASONING_KEY)
+            if type(reasoning) is str:
+                tokens += BLOCK_OVERHEAD + estimate(reasoning)
+        has_input = role == "user" and has_content
+        append(make(Facts, (role, tokens, calls, (), False, has_input, tokens)))
+    return out
 
 
 def _call_fields(call: Any, index: int, k: int) -> tuple[str, str, str]:
@@ -364,6 +395,7 @@ SPEC = FormatSpec(
     system_roles=frozenset({"system", "developer"}),
     roles=_ROLES,
     scan=scan,
+    scan_all=scan_all,
     result_field=result_field,
     calls_field="tool_calls",
     clear=clear,
