@@ -56,7 +56,7 @@ TABLE_PATH = ROOT / "src" / "windowfit" / "_rare_table.py"
 
 #: A character the real texts hold at least this many times is measured by its class's
 #: fitted rate (see the module docstring).
-SEEN_MIN = 10
+SEEN_MIN = 1
 #: Code points of the Basic Multilingual Plane.
 BMP = 0x10000
 #: Characters that cost at least this many tokens alone are written.

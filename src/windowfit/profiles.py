@@ -57,7 +57,10 @@ or Georgian is counted high. One pair weight holds at most 255/128 tokens, so wh
 character of a heavier class costs beyond that (``Profile.extras``: emoji, most of the
 generated classes, and the unmeasured ones) is counted per character apart; the classes
 no text measures (private use, planes 4-16) count :data:`UNMEASURED_RATE`, the UTF-8 byte
-bound of byte-level BPE. The rest of U+1100-1DFF (Hangul Jamo, Cherokee, Canadian
+bound of byte-level BPE. A BMP character the family's tokenizer has no token for (it
+costs 2 or more alone) is never counted less than that cost: an extra per code point
+(:func:`char_extra_units`, :mod:`windowfit._rare_chars`) is added for it, from a table of
+the real tokenizers' costs. The rest of U+1100-1DFF (Hangul Jamo, Cherokee, Canadian
 syllabics, Khmer, Mongolian...) shares one class whose rate is the highest its generated
 blocks need.
 
@@ -1018,8 +1021,8 @@ def char_extra_units(profile: Profile) -> bytes:
 
     Which characters: those that cost at least 2 tokens alone in the family's real
     tokenizer (``conservative`` and other families: the largest of the calibrated
-    families' tokenizers), outside the blocks the rates are fitted on
-    (:mod:`windowfit._rare_chars`). Each gets what its cost alone exceeds the least its
+    families' tokenizers), but the characters the real texts the rates are fitted on
+    hold (:mod:`windowfit._rare_chars`). Each gets what its cost alone exceeds the least its
     class's pairs weigh, so that it is never counted less than alone."""
     return _profile_rare_chars(profile).le_bytes()
 
