@@ -14,7 +14,7 @@ TOKENIZER_DATA := litellm mistral-common
 
 .PHONY: demo test lint types unit bench clean setup clients clients-py debian
 
-setup: $(STAMP) clients clients-py debian
+setup: $(STAMP) $(SPEEDUP_STAMP) clients clients-py debian
 
 # The real agent clients (Claude Code, Codex) that end-to-end tests drive offline, pinned in
 # clients/package-lock.json. Skipped with a notice where npm is missing (their tests then skip).
@@ -54,12 +54,20 @@ debian:
 		|| apt-get install -y -qq --no-install-recommends $$(for p in $$missing; do echo "$${p%%=*}"; done) >/dev/null \
 		|| echo "apt-get could not install$$missing (their tests will skip)"
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml setup.py Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,tokenizers,sdk,gemini,server,proxy,peers,plot,integrations]'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(TOKENIZER_DATA)
 	touch $(STAMP)
+
+# The optional C speedup of the estimate (src/windowfit/_weigh.c, built by setup.py) is
+# compiled by the editable install above; this rebuilds it when its source changes. Without
+# a C compiler the build goes on without it (windowfit then counts in Python, same counts).
+SPEEDUP_STAMP := $(VENV)/.windowfit-speedup
+$(SPEEDUP_STAMP): $(STAMP) setup.py src/windowfit/_weigh.c
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $(SPEEDUP_STAMP)
 
 demo: setup
 	$(BIN)/windowfit demo

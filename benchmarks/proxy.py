@@ -4,6 +4,7 @@ Run:  .venv/bin/python benchmarks/proxy.py            (on a quiet machine; print
       .venv/bin/python benchmarks/proxy.py --quick    (small sizes: checks that it all runs)
       .venv/bin/python benchmarks/proxy.py --litellm  (also LiteLLM's proxy, pass-through)
       .venv/bin/python benchmarks/proxy.py --floor --skip memory --skip faults  (the floor)
+      (``--skip paced``: without the concurrency-20 run against a paced upstream)
 
 Side by side in one run, every process on loopback:
 
@@ -15,6 +16,10 @@ Side by side in one run, every process on loopback:
   proxy counts every request but forwards it as sent (stage 0) and serve-sim does the
   same work on both paths. Each path has its own conversations (serve-sim memoises
   counts; a shared text would favour whichever path came second).
+* **paced** (``--skip paced`` leaves it out): concurrency 20 once more, against a
+  serve-sim paced like a provider (time to first token, output tokens per second:
+  :data:`PACED_TTFT`, :data:`PACED_TOKENS_PER_SECOND`), so that the 20 streams do not
+  all want the 2 cores at once; the saturated run above stays as it is.
 * **memory**: the proxy's RSS (``/proc/PID/status``) over 10,000 small requests, each of
   a distinct conversation (what its bounded per-conversation state must absorb).
 * **faults**: serve-sim's ``/_sim/faults`` makes the upstream answer 429, 529, 500, 503,
@@ -193,13 +198,33 @@ def stop(service: Service | None) -> None:
         service.proc.wait()
 
 
+#: The paced upstream (``--skip paced`` leaves it out): a provider's time to first token
+#: and output rate, Artificial Analysis's medians for Claude Sonnet through Anthropic's
+#: API (artificialanalysis.ai, "Claude 3.5 Sonnet: API Provider Benchmarking": 0.80 s,
+#: 64 tokens/s; Sonnet 4.5 is listed at 63 tokens/s, 1.8 s), and an answer of about 100
+#: tokens (an agent's tool call and a sentence) instead of the scripted one-liner.
+PACED_TTFT = 0.8
+PACED_TOKENS_PER_SECOND = 63.0
+PACED_REPLY = "Done: I read {results} tool results. " + " ".join(
+    ["The files agree with the plan and the tests pass, so the next step is the patch."] * 5
+)
+
+
 @contextmanager
-def services(args: argparse.Namespace) -> Iterator[tuple[Service, Service | None]]:
+def services(
+    args: argparse.Namespace, paced: bool = False
+) -> Iterator[tuple[Service, Service | None]]:
+    pacing: tuple[str, ...] = ()
+    if paced:
+        rate = str(PACED_TOKENS_PER_SECOND)
+        pacing = ("--latency", str(PACED_TTFT), "--stream-tokens-per-second", rate)
+        pacing += ("--reply", PACED_REPLY)
     sim = start(
         "serve-sim",
         [
             *(_windowfit(), "serve-sim", "--port", "0", "--context-window", str(WINDOW)),
             *("--tool-rounds", "0", "--cache-max-bytes", str(256 * 1024 * 1024)),
+            *pacing,
         ],
     )
     proxy: Service | None = None
@@ -320,7 +345,10 @@ async def run_path(
     tokens: int,
     seed: int,
     headers: dict[str, str] = HEADERS,
+    stagger: float = 0.0,
 ) -> PathResult:
+    """``stagger``: worker ``w`` starts ``w * stagger / concurrency`` seconds late, so
+    that requests of about ``stagger`` seconds each arrive spread out, not in step."""
     result = PathResult(name)
     per_worker = max(1, requests // concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
@@ -329,6 +357,7 @@ async def run_path(
 
         async def worker(w: int) -> None:
             conv = Conversation(seed * 1000 + w, tokens, step_tokens=800)
+            await asyncio.sleep(w * stagger / concurrency)
             for _ in range(per_worker):
                 body = conv.next_body(stream=True)
                 try:
@@ -636,8 +665,9 @@ class Target:
     headers: dict[str, str] = field(default_factory=lambda: dict(HEADERS))
 
 
-def floor_services(sim: Service) -> list[Service]:
-    """The two minimal proxies of ``benchmarks/proxy_floor.py`` in front of serve-sim."""
+def floor_services(sim: Service, kinds: tuple[str, ...] = ()) -> list[Service]:
+    """The two minimal proxies of ``benchmarks/proxy_floor.py`` in front of serve-sim
+    (``kinds``: only these of its variants)."""
     script = str(ROOT / "benchmarks" / "proxy_floor.py")
     found = []
     variants = {  # the same stack as windowfit proxy's; as it was before (h11, glibc's)
@@ -646,6 +676,8 @@ def floor_services(sim: Service) -> list[Service]:
         "relay": ("relay",),
     }
     for kind, how in variants.items():
+        if kinds and kind not in kinds:
+            continue
         argv = [sys.executable, script, *how, "--upstream", sim.url, "--port", "0"]
         try:
             found.append(start(f"floor {kind}", argv))
@@ -685,6 +717,8 @@ async def _latency(
     proxy: Service | None,
     litellm: Service | None,
     floors: list[Service] = [],  # noqa: B006 - read only
+    concurrencies: tuple[int, ...] = (1, 20),
+    stagger: float = 0.0,
 ) -> list[str]:
     rows: list[tuple[str, int, PathResult, PathResult | None]] = []
     cpu = [
@@ -695,14 +729,14 @@ async def _latency(
         "|---|---|---:|---:|---:|---:|",
     ]
     me = os.getpid()
-    for conc in (1, 20):
+    for conc in concurrencies:
         n = args.requests if conc == 1 else args.requests * 4
         direct: PathResult | None = None
         for k, path in enumerate(_paths(sim, proxy, litellm, floors)):
             pids = [me, sim.proc.pid] + ([path.middle.proc.pid] if path.middle else [])
             before = [cpu_seconds(pid) for pid in pids]
             result = await run_path(
-                path.label, path.url, conc, n, args.tokens, conc * 10 + k, path.headers
+                path.label, path.url, conc, n, args.tokens, conc * 10 + k, path.headers, stagger
             )
             after = [cpu_seconds(pid) for pid in pids]
             used = [(a - b) * 1000 / max(1, n) for a, b in zip(after, before, strict=True)]
@@ -722,6 +756,30 @@ async def _latency(
         "",
         *cpu,
     ]
+
+
+def _paced(args: argparse.Namespace) -> list[str]:
+    """Concurrency 20 again, with an upstream paced as a provider answers (the services
+    started afresh in front of a paced serve-sim, the 20 workers' starts spread over one
+    request's time): the run above loads the 2 cores with 20 streams at once; here they
+    arrive apart as an agent's requests do, so what is measured is the process in
+    between rather than the queue for the CPU."""
+    out = [
+        f"## Concurrency 20 with a paced upstream (serve-sim --latency {PACED_TTFT} "
+        f"--stream-tokens-per-second {PACED_TOKENS_PER_SECOND:g}, an answer of about 100 "
+        "tokens)\n"
+    ]
+    with services(args, paced=True) as (sim, proxy):
+        floors = floor_services(sim, ("asgi", "relay")) if args.floor else []
+        try:
+            # workers start spread over about one request's time (the answer's ~100
+            # tokens at the paced rate after the first token), so requests arrive apart
+            stagger = PACED_TTFT + 100 / PACED_TOKENS_PER_SECOND
+            out += asyncio.run(_latency(args, sim, proxy, None, floors, (20,), stagger))
+        finally:
+            for floor in floors:
+                stop(floor)
+    return out
 
 
 async def _proxy_metrics(proxy: Service) -> list[str]:
@@ -761,7 +819,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the proxy's --fitter-max-mb (default: the proxy's own default)",
     )
     parser.add_argument(
-        "--skip", action="append", default=[], choices=["latency", "memory", "faults"]
+        "--skip", action="append", default=[], choices=["latency", "paced", "memory", "faults"]
     )
     args = parser.parse_args(argv)
     if args.quick:
@@ -787,6 +845,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n{note}\n")
                 if proxy is not None:
                     print("\n".join(asyncio.run(_proxy_metrics(proxy))) + "\n")
+            if "paced" not in args.skip and "latency" not in args.skip:
+                print("\n".join(_paced(args)) + "\n")
             if "memory" not in args.skip and proxy is not None:
                 print("## Memory\n")
                 conc = 20

@@ -30,6 +30,7 @@ from windowfit.profiles import (
     WEIGHT_UNIT,
     Profile,
     ProfileEstimator,
+    char_extra_units,
     estimator_for,
     family_for_model,
     get_profile,
@@ -246,6 +247,8 @@ def _by_hand(estimator: ProfileEstimator, text: str, framing: float = 0.0) -> in
         units += round(profile.rates[name] * WEIGHT_UNIT) * counts[name]
     for name, extra in (profile.extras or {}).items():
         units += round(extra * WEIGHT_UNIT) * counts[name]
+    rare = char_extra_units(profile)  # the rare characters' term, from its table
+    units += sum(int.from_bytes(rare[2 * ord(c) : 2 * ord(c) + 2], "little") for c in text)
     return max(1, math.ceil(units / WEIGHT_UNIT + framing)) if text else 0
 
 

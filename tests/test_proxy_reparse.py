@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from windowfit.fitter import Fitter
 from windowfit.formats import DIALECTS
+from windowfit.proxy import _fit
 from windowfit.proxy._config import ProxyConfig
 from windowfit.proxy._fit import RequestFitter
 from windowfit.proxy._json import loads
@@ -151,3 +154,149 @@ def test_a_growing_conversation_is_fitted_as_each_request_alone_would_be(
         assert got.body == alone.body and got.report == alone.report
         assert got.refusal == alone.refusal and got.skipped == alone.skipped
     assert len(messages) < 3 or seen.bodies.reused > 0
+
+
+# --------------------------------------------------------------------------- the scan reused
+
+
+def _edited(message: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``message`` whose first text (under ``content`` or ``text``) is changed."""
+    copy = json.loads(json.dumps(message))
+
+    def change(node: Any) -> bool:
+        if isinstance(node, dict):
+            for key in ("content", "text"):
+                if isinstance(node.get(key), str):
+                    node[key] += " (edited)"
+                    return True
+            return any(change(v) for v in node.values())
+        if isinstance(node, list):
+            return any(change(v) for v in node)
+        return False
+
+    change(copy)
+    return copy
+
+
+_STEPS = st.lists(
+    st.tuples(st.sampled_from(["grow", "grow", "edit", "shrink"]), st.integers(0, 10**6)),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    conversation=conversations(),
+    budget=st.integers(min_value=300, max_value=6_000),
+    steps=_STEPS,
+)
+def test_a_conversation_grown_or_edited_is_fitted_as_the_fitter_fits_it_alone(
+    conversation: tuple[str, list[dict[str, Any]]], budget: int, steps: list[tuple[str, int]]
+) -> None:
+    """The proxy's Fitter reuses the scan of the messages a body shares, as objects, with
+    the body before (``Fitter._fit_scanned``); whatever the conversation does between
+    requests (grows, has a message edited, shrinks), what it forwards is what a fresh
+    ``Fitter().fit`` of the same request gives, and what a fresh proxy gives."""
+    fmt, messages = conversation
+    dialect = DIALECTS["anthropic" if fmt == "anthropic" else "openai"]
+    model = "claude-sonnet-4-5" if fmt == "anthropic" else "gpt-4o"
+    config = ProxyConfig(budget=budget)
+    with patch.object(_fit, "KEPT_MIN_BYTES", 0):  # every body through the keeping Fitter
+        proxy = RequestFitter(config, ConversationLearning())
+        proxy.bodies = BodyParser(min_bytes=0)
+        end = max(1, len(messages) // 2)
+        current = messages[:end]
+        for step, at in [("grow", 0), *steps]:
+            if step == "grow":
+                end = min(len(messages), end + 1 + at % 3)
+                current = current + messages[len(current) : end]
+            elif step == "edit":
+                i = at % len(current)
+                current = [*current[:i], _edited(current[i]), *current[i + 1 :]]
+            else:
+                current = current[: max(1, len(current) - 1 - at % 3)]
+            body = {"model": model, "max_tokens": 50, "messages": current, "stream": True}
+            raw = json.dumps(body).encode()
+            got = proxy.fit(dialect, raw)
+            alone = RequestFitter(config, ConversationLearning()).fit(dialect, raw)
+            assert got.body == alone.body and got.report == alone.report
+            assert got.refusal == alone.refusal and got.skipped == alone.skipped
+            if got.report is not None and got.parts is not None:
+                limits = proxy.limits(got.parts)
+                assert limits is not None
+                fresh = Fitter().fit(
+                    json.loads(raw)["messages"],
+                    budget=limits[0],
+                    limit=limits[1],
+                    format=dialect.format.name,
+                    estimator=_fit._estimator(model),
+                )
+                assert fresh.report == got.report
+                forwarded = json.loads(got.body)["messages"]
+                assert json.loads(json.dumps(fresh.messages)) == forwarded
+
+
+def _anthropic_turns(n: int, tag: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "user", "content": f"task {tag} " + "word " * 300}]
+    for k in range(n):
+        call = f"toolu_{tag}_{k}"
+        out.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": call, "name": "Bash", "input": {"k": k}}],
+            }
+        )
+        out.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": call, "content": f"{tag} " * 400}
+                ],
+            }
+        )
+    return out
+
+
+def test_the_proxy_scans_only_the_messages_a_body_adds() -> None:
+    """A 1 MB-class conversation growing by one tool round per request: after the first,
+    each request's fit takes the facts of every message it shares with the body before
+    from that body's scan (counted by the Fitter), and scans only the new ones."""
+    dialect = DIALECTS["anthropic"]
+    proxy = RequestFitter(ProxyConfig(), ConversationLearning())
+    proxy.bodies = BodyParser(min_bytes=0)
+    messages = _anthropic_turns(40, "a")
+    lengths = [61, 63, 65, 67]
+    for end in lengths:
+        raw = json.dumps({"model": "claude-sonnet-4-6", "messages": messages[:end]}).encode()
+        with patch.object(_fit, "KEPT_MIN_BYTES", 0):
+            assert proxy.fit(dialect, raw).report is not None
+    # each body shares all of the one before's messages, as objects: 61, then 63, then 65
+    assert proxy.fitter.facts_reused == sum(lengths[:-1])
+
+
+def test_a_scan_is_reused_only_for_the_very_objects_and_sizer_it_came_from() -> None:
+    """What ``_fit_scanned`` is given cannot make an answer wrong: facts are taken only
+    for leading messages that are the objects scanned, by the same Sizer; another
+    conversation's record, an equal copy of the messages, another estimator, or a record
+    whose messages differ from some point on are used up to that point at most."""
+    from windowfit.profiles import estimator_for
+
+    fitter = Fitter()
+    first = _anthropic_turns(6, "b")
+    _, scanned = fitter._fit_scanned(None, first, budget=100_000)
+    assert fitter.facts_reused == 0
+
+    def check(messages: list[dict[str, Any]], reused: int, **kwargs: Any) -> None:
+        before = fitter.facts_reused
+        got, _ = fitter._fit_scanned(scanned, messages, budget=100_000, **kwargs)
+        assert fitter.facts_reused - before == reused
+        alone = Fitter().fit(messages, budget=100_000, **kwargs)
+        assert got.report == alone.report and got.messages == alone.messages
+
+    check(first + _anthropic_turns(1, "c")[1:], len(first))  # grown: all of the first
+    check(json.loads(json.dumps(first)), 0)  # an equal copy: other objects
+    check(_anthropic_turns(6, "d"), 0)  # another conversation of the same shape
+    check([first[0], _edited(first[1]), *first[2:]], 1)  # edited at 1: only message 0
+    check(first, 0, estimator=estimator_for(model="gpt-4o"))  # another estimator's Sizer
+    check(first[:3], 3)  # shorter: what it holds

@@ -57,7 +57,10 @@ or Georgian is counted high. One pair weight holds at most 255/128 tokens, so wh
 character of a heavier class costs beyond that (``Profile.extras``: emoji, most of the
 generated classes, and the unmeasured ones) is counted per character apart; the classes
 no text measures (private use, planes 4-16) count :data:`UNMEASURED_RATE`, the UTF-8 byte
-bound of byte-level BPE. The rest of U+1100-1DFF (Hangul Jamo, Cherokee, Canadian
+bound of byte-level BPE. A BMP character the family's tokenizer has no token for (it
+costs 2 or more alone) is never counted less than that cost: an extra per code point
+(:func:`char_extra_units`, :mod:`windowfit._rare_chars`) is added for it, from a table of
+the real tokenizers' costs. The rest of U+1100-1DFF (Hangul Jamo, Cherokee, Canadian
 syllabics, Khmer, Mongolian...) shares one class whose rate is the highest its generated
 blocks need.
 
@@ -125,7 +128,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from . import _profile_table
+from . import _profile_table, _rare_chars
+from ._speedup import Weigher
 from .errors import SettingsError
 from .models import model_info
 from .tokens import Estimator, SeedEstimator
@@ -140,6 +144,7 @@ __all__ = [
     "ClassEstimate",
     "Profile",
     "ProfileEstimator",
+    "char_extra_units",
     "default_estimator",
     "estimator_for",
     "family_for_model",
@@ -344,6 +349,41 @@ def _split_lead_classes(text: str, classes: bytes) -> bytes:
     mask = int.from_bytes(found.translate(_NONZERO_TO_FF), "little")
     merged = (int.from_bytes(classes, "little") & ~mask) | int.from_bytes(found, "little")
     return merged.to_bytes(size, "little")
+
+
+_bmp_classes: bytes | None = None
+_bmp_lock = threading.Lock()
+
+
+def bmp_classes() -> bytes:
+    """The class byte of every code point of the Basic Multilingual Plane (65,536 bytes,
+    surrogates included): the table the C speedup looks characters up in. It is made the
+    way the Python path classes a character, from its UTF-8 lead byte (``_CLASS_TABLE``)
+    and the split pages (``_PAGE_CLASSES``); a character's class never depends on its
+    neighbours, and the tests check every code point alone against :func:`_classes`.
+    Built once, on first use."""
+    global _bmp_classes
+    if _bmp_classes is None:
+        with _bmp_lock:
+            if _bmp_classes is None:
+                _bmp_classes = _make_bmp_classes()
+    return _bmp_classes
+
+
+def _make_bmp_classes() -> bytes:
+    table = _CLASS_TABLE
+    # U+0000-007F: the byte itself; U+0080-07FF: lead 0xC0 | cp >> 6 (64 code points
+    # each, from C2); U+0800-FFFF: lead 0xE0 | cp >> 12 (4,096 each, E0 from U+0800).
+    parts = [table[:0x80]]
+    parts += [bytes([table[0xC0 | k]]) * 64 for k in range(2, 32)]
+    parts.append(bytes([table[0xE0]]) * 0x800)
+    parts += [bytes([table[0xE0 | k]]) * 0x1000 for k in range(1, 16)]
+    classes = bytearray(b"".join(parts))
+    for page, quarters in _PAGE_CLASSES.items():
+        for quarter, cls in enumerate(quarters):
+            start = page << 8 | quarter << 6
+            classes[start : start + 64] = bytes([cls << 3 | _G_SCRIPT]) * 64
+    return bytes(classes)
 
 
 def _split_lead_classes_slowly(text: str, classes: bytes) -> bytes:
@@ -805,13 +845,14 @@ class ProfileEstimator(Estimator):
         # does not is summed the slow way, which leaves the padding out.
         self._padding_free = not any(profile.table[:8])
         self._high, self._low = _nibble_tables(profile.table)
+        self._rare: _rare_chars.RareChars | None = None  # loaded at the first non-ASCII text
         if type(self).estimate is ProfileEstimator.estimate:  # (a subclass keeps its own)
             self.estimate = self._make_estimate(0.0)  # type: ignore[method-assign,assignment]
             self.estimate_part = self._make_estimate(  # type: ignore[method-assign,assignment]
                 self.framing
             )
 
-    def _make_estimate(self, framing: float) -> Callable[[str], int]:
+    def _make_estimate(self, framing: float, *, speedup: bool = True) -> Callable[[str], int]:
         """``estimate`` (or, with the profile's framing, ``estimate_part``) as a closure
         over the profile's numbers: most texts a fit counts are short, and for them
         looking up attributes and globals costs as much as the C passes do."""
@@ -822,6 +863,8 @@ class ProfileEstimator(Estimator):
 
         if not self._padding_free:
             return general
+        if speedup and Weigher is not None:
+            return self._weigher(framing)
         table = self._table
         ascii_classes, multiplier = _ASCII_CLASSES, _ASCII_PAIR_MULTIPLIER
         adler32, from_bytes, ceil, weight_sum = zlib.adler32, int.from_bytes, math.ceil, _weight_sum
@@ -852,6 +895,36 @@ class ProfileEstimator(Estimator):
             return ceil(units / WEIGHT_UNIT + framing) or 1  # a text is one token at least
 
         return estimate
+
+    def _weigher(self, framing: float) -> Callable[[str], int]:
+        """The estimate as a :class:`windowfit._weigh.Weigher` (the optional C speedup):
+        the same integer sum as :meth:`_estimate_any` from the same tables, in one pass,
+        rounded the same way."""
+        class_extras = bytearray(4 * 256)
+        for code, extra in self._extras:
+            class_extras[4 * code : 4 * code + 4] = extra.to_bytes(4, "little")
+        assert Weigher is not None
+        return Weigher(
+            classes=bmp_classes(),
+            weights=self._table,
+            class_extras=bytes(class_extras),
+            char_extras=char_extra_units(self.profile),
+            astral_low=_CLASS_TABLE[0xF0],
+            astral_high=_CLASS_TABLE[0xF1],
+            lower_code=_CLASS_TABLE[ord("a")],
+            lower_run=LOWER_RUN,
+            lower_units=self._lower_units,
+            punct_code=_CLASS_TABLE[ord("!")],
+            punct_run=PUNCT_RUN,
+            punct_units=self._punct_units,
+            framing=framing,
+        )
+
+    @property
+    def accelerated(self) -> bool:
+        """Whether :meth:`estimate` runs in the C speedup (``windowfit._weigh``), else in
+        Python: the same counts either way."""
+        return Weigher is not None and isinstance(self.estimate, Weigher)
 
     def estimate(self, text: str) -> int:
         # (replaced per instance by the closure _make_estimate builds; kept for the type)
@@ -888,7 +961,14 @@ class ProfileEstimator(Estimator):
             if heavy:
                 for code, extra in self._extras:
                     units += extra * heavy.count(code)
+        if len(data) != len(text):  # rare characters (only a text that is not ASCII has any)
+            units += (self._rare or self._rare_chars()).extra_units(text)
         return math.ceil(units / WEIGHT_UNIT + framing) or 1
+
+    def _rare_chars(self) -> _rare_chars.RareChars:
+        """The profile's rare-character extras (see :func:`char_extra_units`)."""
+        self._rare = _profile_rare_chars(self.profile)
+        return self._rare
 
     def by_class(self, text: str) -> list[ClassEstimate]:
         """The estimate of ``text`` split by character class (every class, in the order
@@ -907,11 +987,44 @@ class ProfileEstimator(Estimator):
         units["punct"] += runs["punct_long"] * self._punct_units
         for code, extra in self._extras:
             units[_NAME_OF_CLASS[code >> 3]] += chars[_NAME_OF_CLASS[code >> 3]] * extra
+        if text and not text.isascii():
+            rare = self._rare or self._rare_chars()
+            for char in rare.pattern.findall(text) if rare.pattern else ():
+                units[_NAME_OF_CLASS[_classes(char)[0] >> 3]] += rare.units[ord(char)]
         rows = [
             ClassEstimate(name, chars[name], units[name] / WEIGHT_UNIT) for name in _CLASS_NAMES
         ]
         rows.append(ClassEstimate("framing", 1 if text else 0, 0.0))
         return rows
+
+
+def _profile_rare_chars(profile: Profile) -> _rare_chars.RareChars:
+    extras = {
+        _SCRIPT_CODES[name]: round(extra * WEIGHT_UNIT)
+        for name, extra in (profile.extras or {}).items()
+        if round(extra * WEIGHT_UNIT) > 0
+    }
+    return _rare_chars.rare_chars(
+        profile.family,
+        profile.table,
+        extras,
+        lambda cp: _classes(chr(cp))[0],
+        WEIGHT_UNIT,
+    )
+
+
+def char_extra_units(profile: Profile) -> bytes:
+    """What the rare-character term adds per BMP character, for ``profile``: 2 * 65,536
+    bytes, a little-endian uint16 per code point, in 1/:data:`WEIGHT_UNIT` tokens (0 for
+    most). The estimate adds the sum over a text's characters (astral characters add
+    nothing) to the pair weights' units before rounding up.
+
+    Which characters: those that cost at least 2 tokens alone in the family's real
+    tokenizer (``conservative`` and other families: the largest of the calibrated
+    families' tokenizers), but the characters the real texts the rates are fitted on
+    hold (:mod:`windowfit._rare_chars`). Each gets what its cost alone exceeds the least its
+    class's pairs weigh, so that it is never counted less than alone."""
+    return _profile_rare_chars(profile).le_bytes()
 
 
 def _conservative(profiles: Iterable[Profile]) -> Profile:

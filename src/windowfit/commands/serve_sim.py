@@ -117,7 +117,19 @@ def register(sub: Any) -> None:
             "drop:after_events=3, delay=1.5, 400:message=TEXT,route=openai"
         ),
     )
-    p.add_argument("--latency", type=_seconds, default=0.0, help="seconds every answer waits")
+    p.add_argument(
+        "--latency",
+        type=_seconds,
+        default=0.0,
+        help="seconds every answer waits (a provider's time to first token)",
+    )
+    p.add_argument(
+        "--stream-tokens-per-second",
+        type=_seconds,
+        default=0.0,
+        metavar="RATE",
+        help="pace streamed answers as a model writing RATE tokens a second (default 0: unpaced)",
+    )
     p.set_defaults(run=run)
 
 
@@ -147,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
             cache_max_bytes=args.cache_max_bytes,
             log_max_bytes=args.log_max_bytes,
             latency=args.latency,
+            stream_tokens_per_second=args.stream_tokens_per_second,
             faults=faults,
             script_tool=script,
         )

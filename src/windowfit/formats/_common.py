@@ -54,12 +54,15 @@ class FormatSpec:
     #: counts, the index of the first), where the format has one: what a cold fit runs.
     scan_all: Callable[[Iterable[Any], Counts, int], list[FactTuple]] | None = None
 
-    def scan_messages(self, messages: Iterable[Any], counts: Counts) -> list[FactTuple]:
-        """The facts of every message, checked (``scan`` of each, in order)."""
+    def scan_messages(
+        self, messages: Iterable[Any], counts: Counts, start: int = 0
+    ) -> list[FactTuple]:
+        """The facts of every message, checked (``scan`` of each, in order; the first is
+        message ``start`` of its conversation, which errors name)."""
         if self.scan_all is not None:
-            return self.scan_all(messages, counts, 0)
+            return self.scan_all(messages, counts, start)
         scan = self.scan
-        facts: list[FactTuple] = [scan(raw, i, counts) for i, raw in enumerate(messages)]
+        facts: list[FactTuple] = [scan(raw, i, counts) for i, raw in enumerate(messages, start)]
         return facts
 
 

@@ -29,7 +29,7 @@ from ..tokens import Estimator
 from . import _json
 from ._config import ProxyConfig
 from ._learning import ConversationLearning
-from ._reparse import BodyParser
+from ._reparse import BodyParser, Remembered
 
 __all__ = ["KEPT_MIN_BYTES", "Fitted", "RequestFitter", "conversation_key", "with_sentence"]
 
@@ -156,7 +156,9 @@ class RequestFitter:
         """The request to forward for the body ``raw`` (see :class:`Fitted`); ``model``:
         the model named by the URL (Gemini's), when the body names none."""
         try:
-            data, fast = self.bodies.loads(raw, _CONVERSATION_FIELD.get(dialect.name, "messages"))
+            data, fast, seen = self.bodies.read(
+                raw, _CONVERSATION_FIELD.get(dialect.name, "messages")
+            )
         except (ValueError, RecursionError):
             return Fitted(raw, skipped="not-json")
         try:
@@ -165,7 +167,7 @@ class RequestFitter:
             return Fitted(raw, data, fast, skipped="unreadable", detail=str(exc))
         if model and parts.model is None:
             parts = dataclasses.replace(parts, model=model)
-        return self.refit(dialect, raw, data, parts, fast=fast)
+        return self.refit(dialect, raw, data, parts, fast=fast, seen=seen)
 
     def refit(
         self,
@@ -177,10 +179,14 @@ class RequestFitter:
         retry: bool = False,
         cap: int | None = None,
         fast: bool = True,
+        seen: Remembered | None = None,
     ) -> Fitted:
         """Fit an already parsed request (again, after an overflow, with ``retry``;
         ``cap``: the window the upstream's error stated, which the budget must not pass;
-        ``fast``: whether the fast JSON writer may write ``data``, see ``_json``)."""
+        ``fast``: whether the fast JSON writer may write ``data``, see ``_json``;
+        ``seen``: the body parser's record of this body, whose messages are never edited:
+        the Fitter reuses the facts it scanned for those it shares with the body before,
+        and leaves there what it scanned for the next)."""
         out = Fitted(raw, data, fast, parts)
         if not parts.messages:
             out.skipped = "no-messages"
@@ -214,7 +220,11 @@ class RequestFitter:
         out.budget = budget
         try:
             fitter = self.fitter if len(raw) >= KEPT_MIN_BYTES else self.unkept
-            result = fitter.fit(
+            known = None
+            if seen is not None:
+                known, seen.scan = seen.scan, None
+            result, scanned = fitter._fit_scanned(
+                known,
                 parts.messages,
                 budget=budget,
                 system=parts.system,
@@ -224,6 +234,8 @@ class RequestFitter:
                 estimator=_estimator(parts.model),
                 limit=hard,
             )
+            if seen is not None and parts.messages is seen.elements:
+                seen.scan = scanned  # the next body of this conversation starts from it
         except ContextOverflowError as exc:
             limit = exc.limit if exc.limit is not None else budget
             tokens = exc.tokens if exc.tokens is not None else limit + 1

@@ -34,9 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..fitter import Scanned
 from . import _json
 
-__all__ = ["MIN_BYTES", "BodyParser"]
+__all__ = ["MIN_BYTES", "BodyParser", "Remembered"]
 
 #: Bodies at least this large are remembered (smaller ones parse in well under 0.5 ms).
 MIN_BYTES = 256 * 1024
@@ -62,6 +63,13 @@ class _Seen:
     head: list[tuple[str, Any]]  # the top-level pairs before the array, as parsed
     elements: list[Any]
     ends: list[int]  # offset just after each element
+    #: What the Fitter scanned of the messages (``elements``, the very objects): see
+    #: :meth:`BodyParser.read`.
+    scan: Scanned | None = None
+
+
+#: A remembered body, as :meth:`BodyParser.read` hands it out (its ``scan`` slot).
+Remembered = _Seen
 
 
 class _Scanner:
@@ -188,18 +196,29 @@ class BodyParser:
         """The JSON value of ``raw`` and whether ``_json.dumps`` may write it fast (as
         ``_json.loads``); ``field``: the top-level key of the conversation's array
         (``messages``, ``input``, ``contents``)."""
+        value, fast, _ = self.read(raw, field)
+        return value, fast
+
+    def read(self, raw: bytes, field: str) -> tuple[Any, bool, Remembered | None]:
+        """:meth:`loads`, and the record of this body when it was read the remembering
+        way (``None``: parsed whole by ``_json.loads``). Its ``scan`` slot holds what the
+        Fitter scanned for the remembered body this one continues, whose messages this
+        value shares *as objects* for every message whose bytes are unchanged (``None``:
+        nothing scanned yet), for the fit of this body to reuse
+        (:meth:`~windowfit.fitter.Fitter._fit_scanned`, which checks identity message by
+        message) and to replace with what it scanned."""
         if len(raw) < self.min_bytes or self.max_bytes <= 0:
-            return _json.loads(raw)
+            return (*_json.loads(raw), None)
         # (Not ASCII: decoding the part to scan as ASCII fails, and the body is parsed
         # whole. The bytes shared with a remembered body were ASCII when it was read.)
         previous = self._best(raw, field)
         try:
             value, seen, finite = self._read(raw, field, previous)
         except (_Surprise, ValueError, RecursionError):
-            return _json.loads(raw)  # raises for what is not JSON
+            return (*_json.loads(raw), None)  # raises for what is not JSON
         if finite and seen is not None:
             self._keep(seen, previous)
-        return value, finite
+        return value, finite, seen
 
     # -- remembering ---------------------------------------------------------------------
 
@@ -253,7 +272,7 @@ class BodyParser:
         value = dict([*seen.head, (field, elements), *tail])
         self.reused += 1
         self.reused_bytes += cut
-        kept = _Seen(raw, field, seen.head, elements, seen.ends[:shared] + ends)
+        kept = _Seen(raw, field, seen.head, elements, seen.ends[:shared] + ends, seen.scan)
         return value, kept, scan.finite
 
     @staticmethod

@@ -173,6 +173,8 @@ class _EventStream(Response):
     ) -> None:
         self.status_code = 200
         self.background = None
+        #: Seconds between events (``SimConfig.stream_tokens_per_second``; 0: none).
+        self.interval = 0.0
         self.frames = frames
         self.fault = fault
         self.fault_frame = fault_frame
@@ -194,6 +196,8 @@ class _EventStream(Response):
                 await send(body)
                 break
             if k < len(self.frames):
+                if k and self.interval:
+                    await asyncio.sleep(self.interval)
                 await send(
                     {"type": "http.response.body", "body": self.frames[k], "more_body": True}
                 )
@@ -401,7 +405,11 @@ class _App:
                 raise _fault_error(door, fault)
         key = door.key(request, config.api_keys)
         data = _parse_json(body, door)
-        return await door.serve(self.state, Call(data, key, fault, entry, route, request), _HTTP)
+        call = Call(data, key, fault, entry, route, request)
+        response = await door.serve(self.state, call, _HTTP)
+        if isinstance(response, _EventStream) and config.stream_tokens_per_second:
+            response.interval = config.stream_chunk_chars / 4 / config.stream_tokens_per_second
+        return response
 
     # -- routes ----------------------------------------------------------------------
 

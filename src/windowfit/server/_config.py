@@ -41,7 +41,11 @@ class SimConfig:
     prefix and, for OpenAI, the step cached counts are rounded down to (1024 and 128, as
     the providers document).
     ``faults``: errors, delays and dropped connections served first, in order.
-    ``latency``: seconds every answer waits. ``stream_chunk_chars``: text per SSE delta.
+    ``latency``: seconds every answer waits (a provider's time to first token).
+    ``stream_chunk_chars``: text per SSE delta. ``stream_tokens_per_second``: a stream's
+    events are paced as a model writing this many tokens a second (at about 4
+    characters a token, so ``stream_chunk_chars / 4 / rate`` seconds between events;
+    0, the default: as fast as they can be written).
     ``cache_max_bytes`` / ``log_max_bytes``: the memory the prefix cache and the log of
     recent requests may take (32 MiB and 1 MiB); the least recently used go first.
     ``drain_seconds``: how long the rest of an oversized body is read (and dropped) before
@@ -60,6 +64,7 @@ class SimConfig:
     cache_ttl: float = 300.0
     latency: float = 0.0
     stream_chunk_chars: int = 12
+    stream_tokens_per_second: float = 0.0
     drain_seconds: float = 5.0
     cache_max_bytes: int = DEFAULT_CACHE_BYTES
     log_max_bytes: int = DEFAULT_LOG_BYTES
@@ -83,7 +88,7 @@ class SimConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a whole number >= 0, not {value!r}")
-        for name in ("latency", "cache_ttl", "drain_seconds"):
+        for name in ("latency", "cache_ttl", "drain_seconds", "stream_tokens_per_second"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, not {value!r}")

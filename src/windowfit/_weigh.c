@@ -1,0 +1,491 @@
+/*
+ * windowfit._weigh: the profile estimate of windowfit.profiles in one pass, in C.
+ *
+ * Why it exists: the pure-Python estimate is at least six C passes of the standard
+ * library per character (UTF-8 encoding, translate, big-integer pairing, translate, sums,
+ * run counts), about half of a cold fit and far from the throughput goals. This module
+ * computes exactly the same integer sum in one pass over the str's code points, with the
+ * tables windowfit.profiles builds (the character classes, a profile's pair weights, its
+ * run terms and extras), and rounds it exactly as the Python code does. It holds no model
+ * of its own: every number comes from Python, and the tests compare both paths on
+ * arbitrary text for every profile. Optional: without a C compiler, windowfit uses the
+ * Python path.
+ *
+ * A Weigher is immutable after construction and holds references to the bytes objects
+ * its tables live in, so it is safe to call from any number of threads.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#define BMP 0x10000
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *owned[4];              /* the bytes objects the tables below point into */
+    const unsigned char *classes;    /* code point (BMP) -> class byte (class << 3 | group) */
+    uint32_t weights[256];           /* pair code -> its weight plus its class's extra, in units */
+    /* For texts of code points below 256 (most texts): the weight of a character by the
+     * group of the one before and its code point, and its own group. The group alone
+     * tells a lowercase letter or punctuation from every other class there, so the run
+     * masks are made from groups. (latin1_ok is 0 where that does not hold.) */
+    uint32_t latin1_weights[8][256];
+    unsigned char latin1_groups[256];
+    int latin1_ok;
+    int latin1_ranges; /* the class table's lowercase and punctuation are the ranges above */
+    const unsigned char *char_extras; /* BMP code point -> extra units (uint16 LE), or NULL */
+    unsigned char astral_low;        /* class byte of U+10000-3FFFF (UTF-8 lead F0) */
+    unsigned char astral_high;       /* class byte of U+40000 and up (leads F1-F4) */
+    unsigned char lower_code, punct_code;
+    int lower_shift, punct_shift;    /* a run is 2**shift characters */
+    long long lower_units, punct_units;
+    double framing;
+} Weigher;
+
+/* Runs. A maximal run of L equal class bytes holds L >> shift whole runs of 2**shift (what
+ * bytes.count of the run repeated counts, left to right, without overlap). The class
+ * bytes are looked at 64 at a time as a bit mask per run class; a word is handled with a
+ * few bit operations, and runs inside it are walked one by one only where one is long
+ * enough to count (rare: a long word, a separator line). A run open at the top of a word
+ * goes on into the next. */
+typedef struct {
+    long long count;
+    long long open; /* length of the run still open at the end of the last word */
+} Runs;
+
+static inline uint64_t
+low_bits(int bits)
+{
+    return bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << bits) - 1);
+}
+
+static inline void
+runs_word(Runs *r, uint64_t m, int bits, int shift)
+{
+    m &= low_bits(bits);
+    if (m == 0) {
+        r->count += r->open >> shift;
+        r->open = 0;
+        return;
+    }
+    if (m == low_bits(bits) && bits == 64) {
+        r->open += 64;
+        return;
+    }
+    int lead = __builtin_ctzll(~m); /* the ones at the bottom continue the open run */
+    if (lead == bits) {             /* (only in a short last word) */
+        r->open += lead;
+        return;
+    }
+    r->count += (r->open + lead) >> shift;
+    r->open = 0;
+    uint64_t rest = m & ~low_bits(lead);
+    if (rest && ((rest >> (bits - 1)) & 1)) { /* a run reaching the top stays open */
+        uint64_t zeros = ~rest & low_bits(bits);
+        int highest_zero = 63 - __builtin_clzll(zeros);
+        r->open = bits - 1 - highest_zero;
+        rest &= low_bits(highest_zero + 1);
+    }
+    uint64_t whole = rest; /* bit i set: a whole run starts at i */
+    for (int k = 1; k < (1 << shift); k <<= 1)
+        whole &= whole >> k;
+    while (whole && rest) {
+        int first = __builtin_ctzll(rest);
+        int length = __builtin_ctzll(~(rest >> first));
+        r->count += length >> shift;
+        rest &= ~(low_bits(length) << first);
+        whole &= ~low_bits(first + length);
+    }
+}
+
+static inline uint64_t
+equal_mask(const unsigned char *block, unsigned value)
+{
+#ifdef __SSE2__
+    const __m128i v = _mm_set1_epi8((char)value);
+    uint64_t m = 0;
+    for (int k = 0; k < 4; k++) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(block + 16 * k));
+        m |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, v)) << (16 * k);
+    }
+    return m;
+#else
+    uint64_t m = 0;
+    for (int k = 0; k < 64; k++)
+        m |= (uint64_t)(block[k] == value) << k;
+    return m;
+#endif
+}
+
+/* The pair weights (and extras) of one text in one pass, 64 characters at a time, their
+ * class bytes kept for the run masks. */
+#define WEIGH_LOOP_RUNS(UNIT_T, CLASS_OF, HAS_EXTRAS, LSHIFT, PSHIFT)                                        \
+    do {                                                                                 \
+        const UNIT_T *p = (const UNIT_T *)data;                                          \
+        for (Py_ssize_t base = 0; base < n; base += 64) {                                \
+            const Py_ssize_t stop = base + 64 < n ? base + 64 : n;                       \
+            int k = 0;                                                                   \
+            for (Py_ssize_t i = base; i < stop; i++, k++) {                              \
+                const Py_UCS4 cp = p[i];                                                 \
+                const unsigned c = CLASS_OF;                                             \
+                units += w[(c & 0xF8u) | (prev & 7u)];                                   \
+                if (HAS_EXTRAS && cp < BMP)                                              \
+                    units += (unsigned)cx[2 * cp] | ((unsigned)cx[2 * cp + 1] << 8);     \
+                block[k] = (unsigned char)c;                                             \
+                prev = c;                                                                \
+            }                                                                            \
+            runs_word(&lower, equal_mask(block, lc), k, LSHIFT);                         \
+            runs_word(&punct, equal_mask(block, pc), k, PSHIFT);                         \
+        }                                                                                \
+    } while (0)
+
+/* The run masks of 64 characters below U+0100 straight from their code points: a
+ * lowercase letter is a-z, punctuation is every other ASCII character but letters,
+ * digits, space, tab, newline, vertical tab, form feed and carriage return (what
+ * windowfit.profiles classes them as; latin1_ranges says the class table agrees). */
+static inline int
+in_lower_range(unsigned cp)
+{
+    return cp >= 'a' && cp <= 'z';
+}
+
+static inline int
+in_punct_range(unsigned cp)
+{
+    return cp < 0x80 && !((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') ||
+                          (cp >= '0' && cp <= '9') || (cp >= 9 && cp <= 13) || cp == ' ');
+}
+
+#ifdef __SSE2__
+static inline void
+latin1_run_masks(const Py_UCS1 *p, uint64_t *lower_mask, uint64_t *punct_mask)
+{
+    uint64_t lm = 0, pm = 0;
+    for (int j = 0; j < 4; j++) {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(p + 16 * j));
+#define IN(lo, hi) _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8((char)((lo) - 1))), \
+                                 _mm_cmplt_epi8(x, _mm_set1_epi8((char)((hi) + 1))))
+        const __m128i lower = IN('a', 'z');
+        const __m128i other = _mm_or_si128(
+            _mm_or_si128(lower, IN('A', 'Z')),
+            _mm_or_si128(IN('0', '9'), _mm_or_si128(IN(9, 13), _mm_cmpeq_epi8(x, _mm_set1_epi8(' ')))));
+#undef IN
+        const __m128i ascii = _mm_cmpgt_epi8(x, _mm_set1_epi8(-1)); /* below 0x80 */
+        const __m128i punct = _mm_andnot_si128(other, ascii);
+        lm |= (uint64_t)(uint16_t)_mm_movemask_epi8(lower) << (16 * j);
+        pm |= (uint64_t)(uint16_t)_mm_movemask_epi8(punct) << (16 * j);
+    }
+    *lower_mask = lm;
+    *punct_mask = pm;
+}
+#endif
+
+#define LATIN1_LOOP(LSHIFT, PSHIFT)                                                      \
+    do {                                                                                \
+        const Py_UCS1 *p = (const Py_UCS1 *)data;                                       \
+        const unsigned char *groups = self->latin1_groups;                              \
+        const uint32_t(*lw)[256] = self->latin1_weights;                                \
+        unsigned group = 0;                                                             \
+        long long odd = 0;                                                              \
+        for (Py_ssize_t base = 0; base < n; base += 64) {                               \
+            const Py_ssize_t stop = base + 64 < n ? base + 64 : n;                      \
+            const int k = (int)(stop - base);                                           \
+            Py_ssize_t i = base;                                                        \
+            /* two characters a step, two sums: the second's group does not wait for   \
+             * the first's weight */                                                   \
+            for (; i + 1 < stop; i += 2) {                                              \
+                const unsigned c0 = p[i], c1 = p[i + 1];                                \
+                const unsigned g0 = groups[c0];                                         \
+                units += lw[group][c0];                                                 \
+                odd += lw[g0][c1];                                                      \
+                group = groups[c1];                                                     \
+            }                                                                           \
+            if (i < stop) {                                                             \
+                units += lw[group][p[i]];                                               \
+                group = groups[p[i]];                                                   \
+            }                                                                           \
+            uint64_t lm = 0, pm = 0;                                                    \
+            if (LATIN1_SIMD && k == 64 && self->latin1_ranges) {                        \
+                LATIN1_MASKS(p + base, &lm, &pm);                                       \
+            }                                                                           \
+            else {                                                                      \
+                const unsigned lg = lc & 7u, pg = pc & 7u;                              \
+                for (int j = 0; j < k; j++) {                                           \
+                    const unsigned g = groups[p[base + j]];                             \
+                    lm |= (uint64_t)(g == lg) << j;                                     \
+                    pm |= (uint64_t)(g == pg) << j;                                     \
+                }                                                                       \
+            }                                                                           \
+            runs_word(&lower, lm, k, LSHIFT);                                           \
+            runs_word(&punct, pm, k, PSHIFT);                                           \
+        }                                                                               \
+        units += odd;                                                                   \
+    } while (0)
+
+#ifdef __SSE2__
+#define LATIN1_SIMD 1
+#define LATIN1_MASKS latin1_run_masks
+#else
+#define LATIN1_SIMD 0
+#define LATIN1_MASKS(p, lm, pm) ((void)0)
+#endif
+
+/* The loop with the runs of windowfit.profiles (16 lowercase letters, 4 punctuation
+ * characters) as constants, which the compiler unrolls, or any others. */
+#define WEIGH_LOOP(UNIT_T, CLASS_OF, HAS_EXTRAS)                                          \
+    do {                                                                                 \
+        if (lshift == 4 && pshift == 2)                                                  \
+            WEIGH_LOOP_RUNS(UNIT_T, CLASS_OF, HAS_EXTRAS, 4, 2);                         \
+        else                                                                             \
+            WEIGH_LOOP_RUNS(UNIT_T, CLASS_OF, HAS_EXTRAS, lshift, pshift);               \
+    } while (0)
+
+static int
+weigh_units(Weigher *self, PyObject *text, long long *out)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "a text to estimate must be a str, not %.100s",
+                     Py_TYPE(text)->tp_name);
+        return -1;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0)
+        return -1;
+#endif
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const unsigned char *cls = self->classes, *cx = self->char_extras;
+    const uint32_t *w = self->weights;
+    const unsigned lc = self->lower_code, pc = self->punct_code;
+    const int lshift = self->lower_shift, pshift = self->punct_shift;
+    const unsigned char a_low = self->astral_low, a_high = self->astral_high;
+    long long units = 0;
+    Runs lower = {0, 0}, punct = {0, 0};
+    unsigned prev = 0; /* the start of the text: group 0 */
+    unsigned char block[64];
+    const int extras = cx != NULL;
+
+    if (kind == PyUnicode_1BYTE_KIND && self->latin1_ok && !extras) {
+        if (lshift == 4 && pshift == 2)
+            LATIN1_LOOP(4, 2);
+        else
+            LATIN1_LOOP(lshift, pshift);
+    }
+    else if (kind == PyUnicode_1BYTE_KIND) {
+        if (extras)
+            WEIGH_LOOP(Py_UCS1, cls[cp], 1);
+        else
+            WEIGH_LOOP(Py_UCS1, cls[cp], 0);
+    }
+    else if (kind == PyUnicode_2BYTE_KIND) {
+        if (extras)
+            WEIGH_LOOP(Py_UCS2, cls[cp], 1);
+        else
+            WEIGH_LOOP(Py_UCS2, cls[cp], 0);
+    }
+    else {
+        if (extras)
+            WEIGH_LOOP(Py_UCS4, (cp < BMP ? cls[cp] : (cp < 0x40000 ? a_low : a_high)), 1);
+        else
+            WEIGH_LOOP(Py_UCS4, (cp < BMP ? cls[cp] : (cp < 0x40000 ? a_low : a_high)), 0);
+    }
+    lower.count += lower.open >> lshift;
+    punct.count += punct.open >> pshift;
+    *out = units + lower.count * self->lower_units + punct.count * self->punct_units;
+    return 0;
+}
+
+/* The estimate: ceil(units / 128 + framing), at least 1 for a text that is not empty,
+ * 0 for the empty text. units / 128 is exact in a double (a power of two, units far
+ * below 2**53), so this is the Python expression's value exactly. */
+static PyObject *
+weigher_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Weigher *self = (Weigher *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "a Weigher takes one argument: the text");
+        return NULL;
+    }
+    long long units;
+    if (weigh_units(self, args[0], &units) < 0)
+        return NULL;
+    if (PyUnicode_GET_LENGTH(args[0]) == 0)
+        return PyLong_FromLong(0);
+    double value = ceil((double)units / 128.0 + self->framing);
+    if (value < 1.0)
+        value = 1.0;
+    return PyLong_FromDouble(value);
+}
+
+static PyObject *
+weigher_units(PyObject *op, PyObject *text)
+{
+    long long units;
+    if (weigh_units((Weigher *)op, text, &units) < 0)
+        return NULL;
+    return PyLong_FromLongLong(units);
+}
+
+static int
+need_bytes(PyObject *obj, Py_ssize_t size, const char *name)
+{
+    if (!PyBytes_Check(obj) || PyBytes_GET_SIZE(obj) != size) {
+        PyErr_Format(PyExc_ValueError, "Weigher: %s must be bytes of length %zd", name, size);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+weigher_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *keywords[] = {"classes", "weights", "class_extras", "char_extras",
+                               "astral_low", "astral_high", "lower_code", "lower_run",
+                               "lower_units", "punct_code", "punct_run", "punct_units",
+                               "framing", NULL};
+    PyObject *classes, *weights, *class_extras, *char_extras;
+    int astral_low, astral_high, lower_code, punct_code;
+    Py_ssize_t lower_run, punct_run;
+    long long lower_units, punct_units;
+    double framing;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOiiinLinLd:Weigher", keywords, &classes,
+                                     &weights, &class_extras, &char_extras, &astral_low,
+                                     &astral_high, &lower_code, &lower_run, &lower_units,
+                                     &punct_code, &punct_run, &punct_units, &framing))
+        return NULL;
+    if (need_bytes(classes, BMP, "classes") < 0 || need_bytes(weights, 256, "weights") < 0 ||
+        need_bytes(class_extras, 4 * 256, "class_extras") < 0)
+        return NULL;
+    if (char_extras != Py_None && need_bytes(char_extras, 2 * BMP, "char_extras") < 0)
+        return NULL;
+    if (lower_run < 1 || punct_run < 1 || lower_run > 64 || punct_run > 64 ||
+        (lower_run & (lower_run - 1)) != 0 || (punct_run & (punct_run - 1)) != 0 || framing < 0 || !isfinite(framing) ||
+        astral_low < 0 || astral_low > 255 || astral_high < 0 || astral_high > 255 ||
+        lower_code < 0 || lower_code > 255 || punct_code < 0 || punct_code > 255) {
+        PyErr_SetString(PyExc_ValueError, "Weigher: a run (a power of two up to 64), a class byte or framing is out of range");
+        return NULL;
+    }
+    Weigher *self = (Weigher *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = weigher_vectorcall;
+    PyObject *owned[4] = {classes, weights, class_extras, char_extras};
+    for (int k = 0; k < 4; k++) {
+        Py_INCREF(owned[k]);
+        self->owned[k] = owned[k];
+    }
+    self->classes = (const unsigned char *)PyBytes_AS_STRING(classes);
+    /* A class's extra goes into the weight of every pair it ends, so that the loop makes
+     * one lookup per character. The pair code keeps the class's 5 bits; its own group
+     * (which the class byte has in its low bits) is the same for every character of the
+     * class, so it is read off the class table once. */
+    const unsigned char *cb = self->classes;
+    int group_of[32];
+    for (int k = 0; k < 32; k++)
+        group_of[k] = -1;
+    for (Py_ssize_t cp = 0; cp < BMP; cp++)
+        group_of[cb[cp] >> 3] = cb[cp] & 7;
+    group_of[astral_low >> 3] = astral_low & 7;
+    group_of[astral_high >> 3] = astral_high & 7;
+    const unsigned char *wb = (const unsigned char *)PyBytes_AS_STRING(weights);
+    const unsigned char *ce = (const unsigned char *)PyBytes_AS_STRING(class_extras);
+    for (int code = 0; code < 256; code++) {
+        uint32_t extra = 0;
+        int group = group_of[code >> 3];
+        if (group >= 0) {
+            int k = (code & 0xF8) | group;
+            extra = (uint32_t)ce[4 * k] | ((uint32_t)ce[4 * k + 1] << 8) |
+                    ((uint32_t)ce[4 * k + 2] << 16) | ((uint32_t)ce[4 * k + 3] << 24);
+        }
+        self->weights[code] = wb[code] + extra;
+    }
+    self->latin1_ok = 1;
+    self->latin1_ranges = 1;
+    for (int cp = 0; cp < 256; cp++) {
+        if (in_lower_range((unsigned)cp) != (cb[cp] == (unsigned)lower_code) ||
+            in_punct_range((unsigned)cp) != (cb[cp] == (unsigned)punct_code))
+            self->latin1_ranges = 0;
+        const unsigned c = cb[cp];
+        self->latin1_groups[cp] = c & 7;
+        for (int g = 0; g < 8; g++)
+            self->latin1_weights[g][cp] = self->weights[(c & 0xF8u) | (unsigned)g];
+        if ((c == (unsigned)lower_code) != ((c & 7) == ((unsigned)lower_code & 7)) ||
+            (c == (unsigned)punct_code) != ((c & 7) == ((unsigned)punct_code & 7)))
+            self->latin1_ok = 0;
+    }
+    self->char_extras =
+        char_extras == Py_None ? NULL : (const unsigned char *)PyBytes_AS_STRING(char_extras);
+    self->astral_low = (unsigned char)astral_low;
+    self->astral_high = (unsigned char)astral_high;
+    self->lower_code = (unsigned char)lower_code;
+    self->punct_code = (unsigned char)punct_code;
+    self->lower_shift = __builtin_ctzll((unsigned long long)lower_run);
+    self->punct_shift = __builtin_ctzll((unsigned long long)punct_run);
+    self->lower_units = lower_units;
+    self->punct_units = punct_units;
+    self->framing = framing;
+    return (PyObject *)self;
+}
+
+static void
+weigher_dealloc(PyObject *op)
+{
+    Weigher *self = (Weigher *)op;
+    for (int k = 0; k < 4; k++)
+        Py_XDECREF(self->owned[k]);
+    Py_TYPE(op)->tp_free(op);
+}
+
+static PyMethodDef weigher_methods[] = {
+    {"units", weigher_units, METH_O,
+     "units(text) -> int: the sum before rounding, in 1/128 tokens (for tests)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject WeigherType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "windowfit._weigh.Weigher",
+    .tp_basicsize = sizeof(Weigher),
+    .tp_dealloc = weigher_dealloc,
+    .tp_vectorcall_offset = offsetof(Weigher, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Weigher(classes, weights, class_extras, char_extras, astral_low, astral_high,\n"
+              "lower_code, lower_run, lower_units, punct_code, punct_run, punct_units, framing)\n"
+              "A profile's estimate as a callable: weigher(text) -> tokens.",
+    .tp_methods = weigher_methods,
+    .tp_new = weigher_new,
+};
+
+static struct PyModuleDef weigh_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "windowfit._weigh",
+    .m_doc = "The profile estimate of windowfit.profiles in one pass (optional speedup).",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC
+PyInit__weigh(void)
+{
+    if (PyType_Ready(&WeigherType) < 0)
+        return NULL;
+    PyObject *module = PyModule_Create(&weigh_module);
+    if (module == NULL)
+        return NULL;
+    Py_INCREF(&WeigherType);
+    if (PyModule_AddObject(module, "Weigher", (PyObject *)&WeigherType) < 0) {
+        Py_DECREF(&WeigherType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

@@ -1,0 +1,178 @@
+"""The C speedup of the estimate (windowfit._weigh) gives exactly the Python path's counts.
+
+Every family's estimate and part estimate is compared, on any text (surrogates, astral
+characters, runs across the 64-character blocks the C code works in), with the two Python
+paths it replaces: the ASCII closure and the general one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from windowfit import profiles
+from windowfit._speedup import DISABLE_VARIABLE, Weigher
+from windowfit.profiles import ProfileEstimator, estimator_for
+
+FAMILIES = [family for family in profiles.FAMILIES if family != "seed"]
+
+needs_speedup = pytest.mark.skipif(
+    Weigher is None, reason="windowfit._weigh is not built (no C compiler) or turned off"
+)
+
+
+def _estimators() -> list[ProfileEstimator]:
+    found = []
+    for family in FAMILIES:
+        estimator = estimator_for(family=family)
+        assert isinstance(estimator, ProfileEstimator)
+        found.append(estimator)
+    return found
+
+
+ESTIMATORS = _estimators()
+
+
+def _paths(estimator: ProfileEstimator, framing: float) -> list[Callable[[str], int]]:
+    """The estimate by the speedup, by the Python closure and by the general path."""
+    return [
+        estimator._make_estimate(framing),
+        estimator._make_estimate(framing, speedup=False),
+        lambda text: estimator._estimate_any(text, framing),
+    ]
+
+
+def _agree(text: str) -> None:
+    for estimator in ESTIMATORS:
+        for framing in (0.0, estimator.framing):
+            counts = [count(text) for count in _paths(estimator, framing)]
+            assert len(set(counts)) == 1, (estimator.family, framing, counts, text[:80])
+
+
+ANY_CHARACTER = st.one_of(
+    st.characters(codec=None, exclude_categories=()),  # surrogates and astral ones too
+    st.sampled_from("a!. \nZ9"),
+)
+#: Texts made of the run classes, to cross runs over the 64-character blocks.
+RUNNY = st.lists(
+    st.tuples(st.sampled_from(["a", "q", "!", "=", " ", "\u0436", "é"]), st.integers(1, 90)),
+    max_size=12,
+).map(lambda parts: "".join(char * count for char, count in parts))
+
+
+@needs_speedup
+@given(st.text(ANY_CHARACTER, max_size=300))
+def test_the_speedup_counts_any_text_as_python_does(text: str) -> None:
+    _agree(text)
+
+
+@needs_speedup
+@given(RUNNY)
+def test_the_speedup_counts_runs_across_blocks_as_python_does(text: str) -> None:
+    _agree(text)
+
+
+@needs_speedup
+@pytest.mark.parametrize("size", [0, 1, 3, 4, 15, 16, 17, 63, 64, 65, 127, 128, 129, 1000])
+@pytest.mark.parametrize("char", ["a", "!", "x!", "ab ", "\u0436", "\U0001f600", "\ud800"])
+def test_the_speedup_counts_runs_at_block_edges(size: int, char: str) -> None:
+    _agree(char * size)
+    _agree("Z" + char * size)
+    _agree(char * size + "Z" + char * size)
+
+
+def test_the_class_table_is_each_code_point_alone() -> None:
+    table = profiles.bmp_classes()
+    assert len(table) == 0x10000
+    text = "".join(map(chr, range(0x10000)))
+    assert profiles._classes(text) == table
+    wrong = [cp for cp in range(0x10000) if profiles._classes(chr(cp)) != table[cp : cp + 1]]
+    assert wrong == []
+
+
+@pytest.mark.parametrize("code_point", [0x10000, 0x1F600, 0x3FFFF, 0x40000, 0xE0001, 0x10FFFF])
+def test_astral_classes_are_the_lead_bytes(code_point: int) -> None:
+    lead = chr(code_point).encode("utf-8")[0]
+    expected = profiles._CLASS_TABLE[0xF0 if lead == 0xF0 else 0xF1]
+    assert profiles._classes(chr(code_point)) == bytes([expected])
+
+
+@needs_speedup
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=lambda e: e.family)
+def test_every_family_counts_in_the_speedup(estimator: ProfileEstimator) -> None:
+    assert estimator.accelerated
+    assert estimator.estimate("") == 0
+    assert estimator.estimate_part("") == 0
+
+
+@needs_speedup
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        ({"classes": b"x"}, ValueError),
+        ({"weights": b""}, ValueError),
+        ({"lower_run": 3}, ValueError),
+        ({"framing": -1.0}, ValueError),
+    ],
+)
+def test_a_weigher_refuses_bad_tables(bad: dict[str, object], error: type[Exception]) -> None:
+    assert Weigher is not None
+    good: dict[str, object] = {
+        "classes": profiles.bmp_classes(),
+        "weights": bytes(256),
+        "class_extras": bytes(1024),
+        "char_extras": None,
+        "astral_low": 0,
+        "astral_high": 0,
+        "lower_code": 9,
+        "lower_run": 16,
+        "lower_units": 0,
+        "punct_code": 36,
+        "punct_run": 4,
+        "punct_units": 0,
+        "framing": 0.0,
+    }
+    with pytest.raises(error):
+        Weigher(**{**good, **bad})  # type: ignore[arg-type]
+
+
+@needs_speedup
+def test_a_weigher_counts_only_text() -> None:
+    weigh = ESTIMATORS[0].estimate
+    with pytest.raises(TypeError, match="must be a str"):
+        weigh(b"bytes")  # type: ignore[arg-type]
+
+
+def test_the_speedup_is_built_where_a_compiler_is() -> None:
+    """`make setup` builds it (pip's editable install runs setup.py): a missing build step
+    would otherwise leave every user of this checkout on the slow path unnoticed."""
+    if os.environ.get(DISABLE_VARIABLE, "") not in ("", "0"):
+        pytest.skip(f"{DISABLE_VARIABLE} is set")
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler here: windowfit counts in Python")
+    assert Weigher is not None
+
+
+def test_the_variable_turns_the_speedup_off() -> None:
+    code = (
+        "from windowfit.profiles import estimator_for;"
+        "e = estimator_for(family='conservative');"
+        "print(e.accelerated, e.estimate('Привет, мир! ' * 50 + 'x' * 40))"
+    )
+    off = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, DISABLE_VARIABLE: "1"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert off[0] == "False"
+    estimator = estimator_for(family="conservative")
+    assert int(off[1]) == estimator._estimate_any("Привет, мир! " * 50 + "x" * 40)
