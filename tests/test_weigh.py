@@ -176,3 +176,44 @@ def test_the_variable_turns_the_speedup_off() -> None:
     assert off[0] == "False"
     estimator = estimator_for(family="conservative")
     assert int(off[1]) == estimator._estimate_any("Привет, мир! " * 50 + "x" * 40)
+
+
+def _weigher_args(estimator: ProfileEstimator, char_extras: bytes | None) -> dict[str, object]:
+    class_extras = bytearray(1024)
+    for code, extra in estimator._extras:
+        class_extras[4 * code : 4 * code + 4] = extra.to_bytes(4, "little")
+    return {
+        "classes": profiles.bmp_classes(),
+        "weights": estimator._table,
+        "class_extras": bytes(class_extras),
+        "char_extras": char_extras,
+        "astral_low": profiles._CLASS_TABLE[0xF0],
+        "astral_high": profiles._CLASS_TABLE[0xF1],
+        "lower_code": profiles._CLASS_TABLE[ord("a")],
+        "lower_run": profiles.LOWER_RUN,
+        "lower_units": estimator._lower_units,
+        "punct_code": profiles._CLASS_TABLE[ord("!")],
+        "punct_run": profiles.PUNCT_RUN,
+        "punct_units": estimator._punct_units,
+        "framing": 0.0,
+    }
+
+
+def _extra_of(cp: int) -> int:
+    return (cp * 7919) % 300 if cp % 3 else 0
+
+
+SYNTHETIC_EXTRAS = b"".join(_extra_of(cp).to_bytes(2, "little") for cp in range(0x10000))
+
+
+@needs_speedup
+@given(st.text(ANY_CHARACTER, max_size=300))
+def test_char_extras_add_their_sum_on_every_path(text: str) -> None:
+    """Every character's extra is added once, below U+0100 (folded into the weights) as
+    above it; astral characters have none."""
+    assert Weigher is not None
+    estimator = ESTIMATORS[0]
+    without = Weigher(**_weigher_args(estimator, None))  # type: ignore[arg-type]
+    with_extras = Weigher(**_weigher_args(estimator, SYNTHETIC_EXTRAS))  # type: ignore[arg-type]
+    expected = sum(_extra_of(ord(char)) for char in text if ord(char) < 0x10000)
+    assert with_extras.units(text) == without.units(text) + expected

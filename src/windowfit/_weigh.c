@@ -273,7 +273,7 @@ weigh_units(Weigher *self, PyObject *text, long long *out)
     unsigned char block[64];
     const int extras = cx != NULL;
 
-    if (kind == PyUnicode_1BYTE_KIND && self->latin1_ok && !extras) {
+    if (kind == PyUnicode_1BYTE_KIND && self->latin1_ok) { /* (char extras included) */
         if (lshift == 4 && pshift == 2)
             LATIN1_LOOP(4, 2);
         else
@@ -424,6 +424,12 @@ weigher_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     self->char_extras =
         char_extras == Py_None ? NULL : (const unsigned char *)PyBytes_AS_STRING(char_extras);
+    if (self->char_extras != NULL) { /* below U+0100 the extra goes into the weight */
+        const unsigned char *cx = self->char_extras;
+        for (int cp = 0; cp < 256; cp++)
+            for (int g = 0; g < 8; g++)
+                self->latin1_weights[g][cp] += (unsigned)cx[2 * cp] | ((unsigned)cx[2 * cp + 1] << 8);
+    }
     self->astral_low = (unsigned char)astral_low;
     self->astral_high = (unsigned char)astral_high;
     self->lower_code = (unsigned char)lower_code;
