@@ -37,7 +37,6 @@ import base64
 import datetime
 import hashlib
 import importlib.metadata
-import os
 import sys
 import unicodedata
 import zlib
@@ -50,6 +49,7 @@ from windowfit.tokenizers import BACKEND_OF_FAMILY, FAMILY_BACKENDS, load_backen
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import profiles_report
+from calibrate import data_dir  # the shared data, found the way the refit finds it
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_PATH = ROOT / "src" / "windowfit" / "_rare_table.py"
@@ -61,18 +61,6 @@ SEEN_MIN = 1
 BMP = 0x10000
 #: Characters that cost at least this many tokens alone are written.
 RARE_COST = 2
-
-
-def data_dir(explicit: str | None = None) -> Path | None:
-    """The shared data: ``--data``, else $WINDOWFIT_DATA, else ../shared/data."""
-    candidates = [Path(explicit)] if explicit else []
-    if os.environ.get("WINDOWFIT_DATA"):
-        candidates.append(Path(os.environ["WINDOWFIT_DATA"]))
-    candidates.append(ROOT.parent / "shared" / "data")
-    for path in candidates:
-        if (path / "texts").is_dir():
-            return path
-    return None
 
 
 def seen_characters(data: Path) -> set[int]:
