@@ -124,21 +124,7 @@ def test_every_family_counts_in_the_speedup(estimator: ProfileEstimator) -> None
 )
 def test_a_weigher_refuses_bad_tables(bad: dict[str, object], error: type[Exception]) -> None:
     assert Weigher is not None
-    good: dict[str, object] = {
-        "classes": profiles.bmp_classes(),
-        "weights": bytes(256),
-        "class_extras": bytes(1024),
-        "char_extras": None,
-        "astral_low": 0,
-        "astral_high": 0,
-        "lower_code": 9,
-        "lower_run": 16,
-        "lower_units": 0,
-        "punct_code": 36,
-        "punct_run": 4,
-        "punct_units": 0,
-        "framing": 0.0,
-    }
+    good = ESTIMATORS[0].weigher_arguments(0.0)
     with pytest.raises(error):
         Weigher(**{**good, **bad})  # type: ignore[arg-type]
 
@@ -179,24 +165,7 @@ def test_the_variable_turns_the_speedup_off() -> None:
 
 
 def _weigher_args(estimator: ProfileEstimator, char_extras: bytes | None) -> dict[str, object]:
-    class_extras = bytearray(1024)
-    for code, extra in estimator._extras:
-        class_extras[4 * code : 4 * code + 4] = extra.to_bytes(4, "little")
-    return {
-        "classes": profiles.bmp_classes(),
-        "weights": estimator._table,
-        "class_extras": bytes(class_extras),
-        "char_extras": char_extras,
-        "astral_low": profiles._CLASS_TABLE[0xF0],
-        "astral_high": profiles._CLASS_TABLE[0xF1],
-        "lower_code": profiles._CLASS_TABLE[ord("a")],
-        "lower_run": profiles.LOWER_RUN,
-        "lower_units": estimator._lower_units,
-        "punct_code": profiles._CLASS_TABLE[ord("!")],
-        "punct_run": profiles.PUNCT_RUN,
-        "punct_units": estimator._punct_units,
-        "framing": 0.0,
-    }
+    return {**estimator.weigher_arguments(0.0), "char_extras": char_extras}
 
 
 def _extra_of(cp: int) -> int:

@@ -127,6 +127,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from . import _profile_table, _rare_chars
 from ._speedup import Weigher
@@ -900,25 +901,30 @@ class ProfileEstimator(Estimator):
         """The estimate as a :class:`windowfit._weigh.Weigher` (the optional C speedup):
         the same integer sum as :meth:`_estimate_any` from the same tables, in one pass,
         rounded the same way."""
+        assert Weigher is not None
+        return Weigher(**self.weigher_arguments(framing))
+
+    def weigher_arguments(self, framing: float) -> dict[str, Any]:
+        """What :meth:`_weigher` gives the C speedup: the profile's tables as bytes (the
+        tests build Weighers of their own from these)."""
         class_extras = bytearray(4 * 256)
         for code, extra in self._extras:
             class_extras[4 * code : 4 * code + 4] = extra.to_bytes(4, "little")
-        assert Weigher is not None
-        return Weigher(
-            classes=bmp_classes(),
-            weights=self._table,
-            class_extras=bytes(class_extras),
-            char_extras=char_extra_units(self.profile),
-            astral_low=_CLASS_TABLE[0xF0],
-            astral_high=_CLASS_TABLE[0xF1],
-            lower_code=_CLASS_TABLE[ord("a")],
-            lower_run=LOWER_RUN,
-            lower_units=self._lower_units,
-            punct_code=_CLASS_TABLE[ord("!")],
-            punct_run=PUNCT_RUN,
-            punct_units=self._punct_units,
-            framing=framing,
-        )
+        return {
+            "classes": bmp_classes(),
+            "weights": self._table,
+            "class_extras": bytes(class_extras),
+            "char_extras": char_extra_units(self.profile),
+            "astral_low": _CLASS_TABLE[0xF0],
+            "astral_high": _CLASS_TABLE[0xF1],
+            "lower_code": _CLASS_TABLE[ord("a")],
+            "lower_run": LOWER_RUN,
+            "lower_units": self._lower_units,
+            "punct_code": _CLASS_TABLE[ord("!")],
+            "punct_run": PUNCT_RUN,
+            "punct_units": self._punct_units,
+            "framing": framing,
+        }
 
     @property
     def accelerated(self) -> bool:
@@ -1008,7 +1014,7 @@ def _profile_rare_chars(profile: Profile) -> _rare_chars.RareChars:
         profile.family,
         profile.table,
         extras,
-        lambda cp: _classes(chr(cp))[0],
+        bmp_classes().__getitem__,  # the class byte of a code point
         WEIGHT_UNIT,
     )
 
