@@ -11,6 +11,10 @@ STAMP := $(VENV)/.windowfit-installed
 # Tokenizer files ship inside these wheels; windowfit reads the files and never imports the
 # packages, so they are installed without their (large) dependency trees.
 TOKENIZER_DATA := litellm mistral-common
+# Real text of about a hundred languages for benchmarks/languages_report.py and its tests:
+# the translation catalogs inside these wheels, read as zip files (never installed).
+CORPUS_WHEELS := Django==5.1.4 sphinx==8.1.3
+CORPUS_DIR := .cache/corpora
 
 .PHONY: demo test lint types unit bench clean setup clients clients-py debian
 
@@ -59,6 +63,8 @@ $(STAMP): pyproject.toml setup.py Makefile
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,tokenizers,sdk,gemini,server,proxy,peers,plot,integrations]'
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(TOKENIZER_DATA)
+	$(BIN)/python -m pip download --quiet --disable-pip-version-check --no-deps --only-binary :all: \
+		--dest $(CORPUS_DIR) $(CORPUS_WHEELS)
 	touch $(STAMP)
 
 # The optional C speedup of the estimate (src/windowfit/_weigh.c, built by setup.py) is
