@@ -309,13 +309,17 @@ def string_table(counted: list[Counted]) -> Iterator[str]:
 class GreedyCounter:
     """Counts a text as the greedy longest match of a tiktoken encoding's vocabulary
     within each piece of its pre-tokenizer (no merge ranks): what an estimate holding the
-    vocabulary, not the merges, would count."""
+    vocabulary, not the merges, would count. ``top``: only the tokens of rank below it
+    (and every single byte), as a compact table would hold."""
 
-    def __init__(self, backend: Estimator) -> None:
+    def __init__(self, backend: Estimator, top: int | None = None) -> None:
         import regex  # tiktoken's own dependency
 
         encoding = backend.encoding  # type: ignore[attr-defined]
-        self.vocabulary: dict[bytes, int] = encoding._mergeable_ranks
+        ranks: dict[bytes, int] = encoding._mergeable_ranks
+        if top is not None:
+            ranks = {k: v for k, v in ranks.items() if v < top or len(k) == 1}
+        self.vocabulary = ranks
         self.longest = max(map(len, self.vocabulary))
         self.pattern = regex.compile(encoding._pat_str)
 
@@ -333,24 +337,44 @@ class GreedyCounter:
         return tokens
 
 
+#: Every how many-th distinct string the greedy table counts alone (time).
+GREEDY_STRING_STEP = 7
+
+
 def greedy_table(
-    rows: list[tuple[Catalog, str, Counted]], texts: dict[str, str], backends: dict[str, Estimator]
+    rows: list[tuple[Catalog, str, Counted]],
+    catalogs: Sequence[Catalog],
+    backends: dict[str, Estimator],
 ) -> Iterator[str]:
     yield "### What a vocabulary would buy: greedy longest match / real count (--greedy)"
     yield ""
-    yield "| tokenizer | texts | lowest | median | highest | spread |"
-    yield "|---|---:|---|---:|---|---:|"
+    yield (
+        "Whole catalogs, and every "
+        f"{GREEDY_STRING_STEP}th distinct string alone (shares under 0.98 and over 1.25). "
+        "*top*: only the tokens of rank below it, and every byte."
+    )
+    yield ""
+    yield "| tokenizer | top | catalogs | lowest | median | highest | strings | under | over |"
+    yield "|---|---:|---:|---|---:|---|---:|---:|---:|"
+    texts = {c.name: c.text for c in catalogs}
+    strings = [s for c in catalogs for s in dict.fromkeys(c.strings)][::GREEDY_STRING_STEP]
     for name in ("o200k", "cl100k"):
-        counter = GreedyCounter(backends[name])
-        ratios = sorted(
-            (counter.count(texts[cat.name]) / c.real[name], cat.name) for cat, _, c in rows
-        )
-        (lo, lo_name), (hi, hi_name) = ratios[0], ratios[-1]
-        median = ratios[len(ratios) // 2][0]
-        yield (
-            f"| {name} | {len(ratios)} | {lo_name} {lo:.3f} | {median:.3f} | "
-            f"{hi_name} {hi:.3f} | {hi / lo:.3f} |"
-        )
+        real_alone = [backends[name].estimate(s) for s in strings]
+        for top in (None, 100_000):
+            counter = GreedyCounter(backends[name], top)
+            ratios = sorted(
+                (counter.count(texts[cat.name]) / c.real[name], cat.name) for cat, _, c in rows
+            )
+            (lo, lo_name), (hi, hi_name) = ratios[0], ratios[-1]
+            median = ratios[len(ratios) // 2][0]
+            alone = [counter.count(s) / r for s, r in zip(strings, real_alone, strict=True) if r]
+            under = sum(r < WINDOW[0] for r in alone) / len(alone)
+            over = sum(r > WINDOW[1] for r in alone) / len(alone)
+            label = "all" if top is None else f"{top:,}"
+            yield (
+                f"| {name} | {label} | {len(ratios)} | {lo_name} {lo:.3f} | {median:.3f} | "
+                f"{hi_name} {hi:.3f} | {len(alone):,} | {under:.1%} | {over:.1%} |"
+            )
 
 
 # ---------------------------------------------------------------------------------------
@@ -423,7 +447,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     tables = [catalog_tables(rows), spread_table(rows), string_table(strings)]
     if args.greedy:
-        tables.append(greedy_table(rows, {c.name: c.text for c in catalogs}, backends))
+        tables.append(greedy_table(rows, catalogs, backends))
     for table in tables:
         for line in table:
             print(line)
