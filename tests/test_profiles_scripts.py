@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from real_tokenizers import CHECKED_ON, real_backend
 from windowfit.profiles import estimator_for, pair_code_counts, parameter_counts
+from windowfit.tokenizers import FAMILY_BACKENDS
 
 
 def _class_of(char: str) -> str:
@@ -142,13 +143,70 @@ def _words(block: str, size: int = 2000) -> str:
     return " ".join(words)[:size]
 
 
+#: The blocks whose rates real text sets (the Django wheel's translation catalogs, see
+#: benchmarks/calibrate.py's catalog_class_level): a family's profile counts their real
+#: text about 15% high, and random words of them lower (random letters of a script cost
+#: more than its words). ``conservative``, the default, still counts random words high.
+SET_BY_CATALOGS = {"Thai", "Armenian", "Hebrew", "Georgian", "Myanmar"}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("block", list(BLOCKS))
-@pytest.mark.parametrize("family", list(CHECKED_ON))
+@pytest.mark.parametrize("family", [*CHECKED_ON, "conservative"])
 def test_generated_words_of_a_split_script_are_not_under_counted(family: str, block: str) -> None:
     """Before the split, Thai, Tibetan, Armenian and Hebrew words were 0.17-0.8x of the
     real counts (counted at the rate of Devanagari, Arabic or Cyrillic)."""
+    if block in SET_BY_CATALOGS and family != "conservative":
+        pytest.skip(f"{block}: the {family} profile's rate is set by real text (see below)")
     text = _words(block)
-    real = real_backend(CHECKED_ON[family]).estimate(text)
+    backends = FAMILY_BACKENDS if family == "conservative" else (CHECKED_ON[family],)
+    real = max(real_backend(b).estimate(text) for b in backends)
     ratio = estimator_for(family=family).estimate(text) / real
     assert ratio >= 0.98, f"{family} on {block}: estimate/real = {ratio:.3f}"
+
+
+#: The catalogs of the scripts of SET_BY_CATALOGS: Django's are what the rates were set
+#: on (counted at least 5% high here: 15% in the linear model, less what rounding and the
+#: sizing take), Sphinx's are held out (at least 0.98).
+CATALOGS = [
+    ("django", "he"),
+    ("django", "ka"),
+    ("django", "hy"),
+    ("django", "th"),
+    ("django", "my"),
+    ("django", "km"),
+    ("sphinx", "ka"),
+    ("sphinx", "he"),
+]
+
+
+@pytest.fixture(scope="module")
+def catalogs() -> dict[tuple[str, str], str]:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import languages_report
+
+    found = languages_report.find_corpora()
+    if len(found) < len(languages_report.CORPORA):
+        pytest.skip(f"the corpus wheels are not in {languages_report.CORPUS_DIR} (make setup)")
+    return {
+        (c.source, c.language): c.text
+        for source, path in found
+        for c in languages_report.read_wheel(path, source)
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("source", "language"), CATALOGS)
+@pytest.mark.parametrize("family", [*CHECKED_ON, "conservative"])
+def test_real_text_of_a_script_set_by_catalogs_is_counted_high(
+    family: str, source: str, language: str, catalogs: dict[tuple[str, str], str]
+) -> None:
+    text = catalogs[(source, language)]
+    backends = FAMILY_BACKENDS if family == "conservative" else (CHECKED_ON[family],)
+    real = max(real_backend(b).estimate(text) for b in backends)
+    ratio = estimator_for(family=family).estimate(text) / real
+    floor = 1.05 if source == "django" else 0.98
+    assert floor <= ratio <= 1.70, f"{family} on {source}:{language}: {ratio:.3f}"
