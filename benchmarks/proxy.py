@@ -16,7 +16,7 @@ Side by side in one run, every process on loopback:
   percentiles of the *paired* differences, each request against the direct one of the
   same round, worker and index). The paths run interleaved, in alternating rounds
   (:func:`run_interleaved`: 20 rounds of 10 requests per path at concurrency 1, 6
-  rounds of 40 at 20), so that the machine's drift falls on every path alike instead
+  rounds of 40 at 20, 4 of 60 paced), so that the machine's drift falls on every path alike instead
   of on whichever ran in a quiet minute. The model is one with a 1M window, so the
   proxy counts every request but forwards it as sent (stage 0) and serve-sim does the
   same work on both paths. Each path has its own conversations (serve-sim memoises
@@ -392,13 +392,14 @@ class Lane:
     cpu: list[float]  # CPU ms of [client, serve-sim, middle] over this lane's slices
 
 
-def rounds_for(concurrency: int, requests: int) -> tuple[int, int]:
+def rounds_for(concurrency: int, requests: int, staggered: bool = False) -> tuple[int, int]:
     """How an interleaved run of ``requests`` per path splits: ``(rounds, per_worker)``,
     each round being ``per_worker`` requests of each of the ``concurrency`` workers on
     one path, then the same on the next. About 10 requests per round at concurrency 1
-    and 2 per worker at 20: short enough that the machine's drift is shared by the paths,
+    and 2 per worker at 20 (3 when the workers' starts are ``staggered``, which every
+    round pays again): short enough that the machine's drift is shared by the paths,
     long enough that a path's connections stay warm."""
-    per_worker = 10 if concurrency == 1 else 2
+    per_worker = 10 if concurrency == 1 else 3 if staggered else 2
     total_per_worker = max(1, requests // concurrency)
     per_worker = min(per_worker, total_per_worker)
     return max(1, total_per_worker // per_worker), per_worker
@@ -421,7 +422,7 @@ async def run_interleaved(
     serve-sim, whose CPU is counted per path. ``stagger``: within a round, worker ``w``
     starts ``w * stagger / concurrency`` seconds late (requests of about ``stagger``
     seconds each then arrive spread out, not in step)."""
-    rounds, per_worker = rounds_for(concurrency, requests)
+    rounds, per_worker = rounds_for(concurrency, requests, stagger > 0)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     lanes: list[Lane] = []
     try:
@@ -872,7 +873,7 @@ async def _latency(
     targets = _paths(sim, proxy, litellm, floors)
     for conc in concurrencies:
         n = args.requests if conc == 1 else args.requests_20
-        rounds, per_worker = rounds_for(conc, n)
+        rounds, per_worker = rounds_for(conc, n, stagger > 0)
         plural = "s" if rounds != 1 else ""
         layout.append(f"concurrency {conc}: {rounds} round{plural} of {per_worker * conc} requests")
         gc_before = await gc_passes(proxy) if proxy is not None else None
@@ -969,6 +970,89 @@ def _paced(args: argparse.Namespace) -> list[str]:
     return out
 
 
+#: The per-event run (``--skip events`` leaves it out): serve-sim streams at its fastest
+#: pace (an event every ``stream_chunk_chars / 4 / rate`` seconds, 5 ms), so that every
+#: event reaches the process in between on its own, as a provider's do; two answer
+#: lengths, and the slope of CPU per request over events per request is the cost of one.
+EVENT_RATE = 600.0
+EVENT_WORDS = (10, 200)
+
+
+async def _events_on(target: Target, requests: int) -> tuple[float, float]:
+    """Events and CPU milliseconds of the process in between, per request, at
+    concurrency 1 (small bodies: the answer's events are most of the work)."""
+    assert target.middle is not None
+    pid = target.middle.proc.pid
+    events = 0
+    spent = 0.0
+    async with httpx.AsyncClient(timeout=httpx.Timeout(DEADLINE)) as client:
+        conv = Conversation(77, 2000, 50)
+        for _ in range(2):  # warm-up
+            await timed_stream(client, target.url, conv.next_body(True), target.headers)
+        for _ in range(requests):
+            body = conv.next_body(True)
+            before = cpu_ms_exact(pid)
+            async with client.stream("POST", target.url, content=body, headers=target.headers) as r:
+                async for chunk in r.aiter_raw():
+                    events += chunk.count(b"\n\n")
+            await asyncio.sleep(0.005)  # the proxy's work after the last byte (learning)
+            spent += cpu_ms_exact(pid) - before
+    return events / requests, spent / requests
+
+
+def _events(args: argparse.Namespace) -> list[str]:
+    """CPU per relayed event of each process in between (module docstring)."""
+    requests = 2 if args.quick else 15
+    lengths = (EVENT_WORDS[0], 40) if args.quick else EVENT_WORDS
+    found: dict[str, list[tuple[float, float]]] = {}
+    for words in lengths:
+        reply = " ".join(["word"] * words)
+        pacing = ["--stream-tokens-per-second", str(EVENT_RATE), "--reply", reply]
+        sim = start(
+            "serve-sim",
+            [_windowfit(), "serve-sim", "--port", "0", "--tool-rounds", "0", *pacing],
+        )
+        middles: list[Service] = []
+        try:
+            with suppress(RuntimeError):
+                middles.append(
+                    start(
+                        "windowfit proxy",
+                        [_windowfit(), "proxy", "--port", "0", "--anthropic-upstream", sim.url],
+                    )
+                )
+            middles += floor_services(sim, ("asgi", "relay")) if args.floor else []
+            for target in _paths(sim, *(_split(middles))):
+                if target.middle is not None:
+                    got = asyncio.run(_events_on(target, requests))
+                    found.setdefault(target.label, []).append(got)
+        finally:
+            for middle in middles:
+                stop(middle)
+            stop(sim)
+    out = [
+        f"## CPU per relayed event (serve-sim at {EVENT_RATE:g} tokens/s: an event every "
+        f"5 ms; answers of {lengths[0]} and {lengths[1]} words; {requests} requests "
+        "each at concurrency 1; /proc/PID/task/*/schedstat)\n",
+        "| path | events per request (short / long) | CPU per request (ms, short / long) "
+        "| CPU per event (µs) |",
+        "|---|---|---|---:|",
+    ]
+    for label, pair in found.items():
+        if len(pair) != 2:
+            continue
+        (e1, c1), (e2, c2) = pair
+        slope = (c2 - c1) / (e2 - e1) * 1000 if e2 > e1 else float("nan")
+        out.append(f"| {label} | {e1:.0f} / {e2:.0f} | {c1:.2f} / {c2:.2f} | {slope:.0f} |")
+    return out
+
+
+def _split(middles: list[Service]) -> tuple[Service | None, None, list[Service]]:
+    """``middles`` as :func:`_paths` takes them: windowfit's proxy, LiteLLM, the floors."""
+    proxy = next((m for m in middles if m.name == "windowfit proxy"), None)
+    return proxy, None, [m for m in middles if m is not proxy]
+
+
 async def _proxy_metrics(proxy: Service) -> list[str]:
     async with httpx.AsyncClient(timeout=10) as c:
         r = await c.get(proxy.url + "/metrics")
@@ -1014,7 +1098,10 @@ def main(argv: list[str] | None = None) -> int:
         help="the proxy's --fitter-max-mb (default: the proxy's own default)",
     )
     parser.add_argument(
-        "--skip", action="append", default=[], choices=["latency", "paced", "memory", "faults"]
+        "--skip",
+        action="append",
+        default=[],
+        choices=["latency", "paced", "events", "memory", "faults"],
     )
     args = parser.parse_args(argv)
     if args.quick:
@@ -1042,6 +1129,8 @@ def main(argv: list[str] | None = None) -> int:
                     print("\n".join(asyncio.run(_proxy_metrics(proxy))) + "\n")
             if "paced" not in args.skip and "latency" not in args.skip:
                 print("\n".join(_paced(args)) + "\n")
+            if "events" not in args.skip:
+                print("\n".join(_events(args)) + "\n")
             if "memory" not in args.skip and proxy is not None:
                 print("## Memory\n")
                 conc = 20

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -54,11 +55,18 @@ def test_a_conversation_pairs_every_tool_call_and_grows_by_one_result():
 
 
 @pytest.mark.parametrize(
-    ("concurrency", "requests", "expected"),
-    [(1, 200, (20, 10)), (20, 240, (6, 2)), (1, 5, (1, 5)), (20, 20, (1, 1)), (1, 25, (2, 10))],
+    ("concurrency", "requests", "staggered", "expected"),
+    [
+        (1, 200, False, (20, 10)),
+        (20, 240, False, (6, 2)),
+        (20, 240, True, (4, 3)),
+        (1, 5, False, (1, 5)),
+        (20, 20, True, (1, 1)),
+        (1, 25, False, (2, 10)),
+    ],
 )
-def test_rounds_split_each_paths_requests(concurrency, requests, expected):
-    assert bench.rounds_for(concurrency, requests) == expected
+def test_rounds_split_each_paths_requests(concurrency, requests, staggered, expected):
+    assert bench.rounds_for(concurrency, requests, staggered) == expected
 
 
 def _timing(total: float, place: tuple[int, int, int]) -> bench.Timing:
@@ -145,9 +153,15 @@ def test_the_quick_run_answers_every_fault_and_nothing_hangs():
     assert direct["529 overloaded, streamed"].startswith("529 overloaded_error")
     assert direct["stream dropped after 3 events"].startswith("200, 3 events, then")
     assert direct["slow upstream (2 s)"].endswith("last message_stop")
+    assert out.count("| paired added p50 / p99 (ms) |") == 2  # the latency and paced tables
+    assert "Paths interleaved, per path concurrency 1: 1 round of 5 requests" in out
     proxied = "windowfit proxy could not start" not in out
     if proxied:
         assert "through windowfit proxy" in out
+        row = r"^\| through windowfit proxy \| (\d+) / (\d+) \| [\d.]+ / [\d.]+ \| -?\d+ \|$"
+        events = re.findall(row, out, re.M)  # the per-event table: short and long answers
+        assert len(events) == 1 and int(events[0][0]) < int(events[0][1]), out
+        assert "windowfit proxy, concurrency 1: the collector's passes per request" in out
         for name in ("429 rate limit (retry_after=1)", "529 overloaded, streamed", "500 api error"):
             assert rows[name][2] == rows[name][0], name  # the upstream's error, verbatim
         assert "request cancelled" in rows["client disconnects (upstream 5 s)"][2]
