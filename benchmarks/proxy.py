@@ -392,6 +392,19 @@ class Lane:
     cpu: list[float]  # CPU ms of [client, serve-sim, middle] over this lane's slices
 
 
+#: How much a conversation grows per request, and at most over a run: an agent's tool
+#: result of 800 tokens per request, but no more than the 48k tokens the 60 requests of
+#: the earlier concurrency-1 runs grew by, so that 200 requests of one conversation stay
+#: "~200k-token requests" (201k to 249k) instead of reaching 360k.
+STEP_TOKENS = 800
+GROWTH_TOKENS = 48_000
+
+
+def step_tokens(per_conversation: int) -> int:
+    """Tokens added per request to a conversation that serves ``per_conversation``."""
+    return max(1, min(STEP_TOKENS, GROWTH_TOKENS // max(1, per_conversation)))
+
+
 def rounds_for(concurrency: int, requests: int, staggered: bool = False) -> tuple[int, int]:
     """How an interleaved run of ``requests`` per path splits: ``(rounds, per_worker)``,
     each round being ``per_worker`` requests of each of the ``concurrency`` workers on
@@ -429,7 +442,7 @@ async def run_interleaved(
         for k, target in enumerate(targets):
             client = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(DEADLINE))
             convs = [
-                Conversation((seed * 100 + k) * 1000 + w, tokens, step_tokens=800)
+                Conversation((seed * 100 + k) * 1000 + w, tokens, step_tokens(rounds * per_worker))
                 for w in range(concurrency)
             ]
             lanes.append(Lane(target, client, convs, PathResult(target.label), [0.0] * 3))
@@ -1117,10 +1130,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if "latency" not in args.skip:
                 counted = asyncio.run(request_tokens(sim, args.tokens))
+                one = step_tokens(args.requests)
+                twenty = step_tokens(max(1, args.requests_20 // 20))
                 print(
                     f"## Added latency: streamed Anthropic requests of {counted:,} tokens and "
-                    f"growing by 800 per request (serve-sim's count; {MODEL}, serve-sim window "
-                    f"{WINDOW:,})\n"
+                    f"growing by {one} per request at concurrency 1, {twenty} at 20 "
+                    f"(serve-sim's count; {MODEL}, serve-sim window {WINDOW:,})\n"
                 )
                 for line in asyncio.run(_latency(args, sim, proxy, litellm, floors)):
                     print(line)

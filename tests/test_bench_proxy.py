@@ -69,6 +69,12 @@ def test_rounds_split_each_paths_requests(concurrency, requests, staggered, expe
     assert bench.rounds_for(concurrency, requests, staggered) == expected
 
 
+@pytest.mark.parametrize(("requests", "step"), [(200, 240), (60, 800), (12, 800), (0, 800)])
+def test_a_conversation_grows_at_most_48k_tokens_over_a_run(requests, step):
+    assert bench.step_tokens(requests) == step
+    assert step * requests <= bench.GROWTH_TOKENS
+
+
 def _timing(total: float, place: tuple[int, int, int]) -> bench.Timing:
     return bench.Timing(total / 2, total, 200, None, place)
 
