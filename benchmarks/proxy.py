@@ -4,7 +4,8 @@ Run:  .venv/bin/python benchmarks/proxy.py            (on a quiet machine; print
       .venv/bin/python benchmarks/proxy.py --quick    (small sizes: checks that it all runs)
       .venv/bin/python benchmarks/proxy.py --litellm  (also LiteLLM's proxy, pass-through)
       .venv/bin/python benchmarks/proxy.py --floor --skip memory --skip faults  (the floor)
-      (``--skip paced``: without the concurrency-20 run against a paced upstream)
+      (``--skip paced``: without the concurrency-20 run against a paced upstream;
+      ``--skip events``: without the CPU per relayed event)
 
 Side by side in one run, every process on loopback:
 
@@ -29,6 +30,10 @@ Side by side in one run, every process on loopback:
   serve-sim paced like a provider (time to first token, output tokens per second:
   :data:`PACED_TTFT`, :data:`PACED_TOKENS_PER_SECOND`), so that the 20 streams do not
   all want the 2 cores at once; the saturated run above stays as it is.
+* **events** (``--skip events`` leaves it out): the CPU one relayed event costs each
+  process in between, from answers of two lengths at serve-sim's fastest pace (every
+  event on its own, as a provider sends them): the slope of CPU per request over events
+  per request (:data:`EVENT_RATE`, :data:`EVENT_WORDS`).
 * **memory**: the proxy's RSS (``/proc/PID/status``) over 10,000 small requests, each of
   a distinct conversation (what its bounded per-conversation state must absorb).
 * **faults**: serve-sim's ``/_sim/faults`` makes the upstream answer 429, 529, 500, 503,
