@@ -4,7 +4,8 @@ Run:  .venv/bin/python benchmarks/proxy.py            (on a quiet machine; print
       .venv/bin/python benchmarks/proxy.py --quick    (small sizes: checks that it all runs)
       .venv/bin/python benchmarks/proxy.py --litellm  (also LiteLLM's proxy, pass-through)
       .venv/bin/python benchmarks/proxy.py --floor --skip memory --skip faults  (the floor)
-      (``--skip paced``: without the concurrency-20 run against a paced upstream)
+      (``--skip paced``: without the concurrency-20 run against a paced upstream;
+      ``--skip events``: without the CPU per relayed event)
 
 Side by side in one run, every process on loopback:
 
@@ -12,14 +13,27 @@ Side by side in one run, every process on loopback:
   200k tokens, an agent's conversation growing by a tool result per request) sent to
   serve-sim directly and through the proxy, at concurrency 1 and 20; time to the first
   byte and to the end of the stream, p50 and p99, and what the proxy added (the
-  difference of the two paths' percentiles). The model is one with a 1M window, so the
+  difference of the two paths' percentiles, the issue's definition; beside it the
+  percentiles of the *paired* differences, each request against the direct one of the
+  same round, worker and index). The paths run interleaved, in alternating rounds
+  (:func:`run_interleaved`: 20 rounds of 10 requests per path at concurrency 1, 6
+  rounds of 40 at 20, 4 of 60 paced), so that the machine's drift falls on every path alike instead
+  of on whichever ran in a quiet minute. The model is one with a 1M window, so the
   proxy counts every request but forwards it as sent (stage 0) and serve-sim does the
   same work on both paths. Each path has its own conversations (serve-sim memoises
-  counts; a shared text would favour whichever path came second).
+  counts; a shared text would favour whichever path came second). At concurrency 1 the
+  CPU the process in between spent on each request is read around it
+  (``/proc/PID/task/*/schedstat``): its distribution, and the first request of a
+  conversation (counted from scratch) apart; and the proxy's collector passes per
+  request (its ``/metrics``).
 * **paced** (``--skip paced`` leaves it out): concurrency 20 once more, against a
   serve-sim paced like a provider (time to first token, output tokens per second:
   :data:`PACED_TTFT`, :data:`PACED_TOKENS_PER_SECOND`), so that the 20 streams do not
   all want the 2 cores at once; the saturated run above stays as it is.
+* **events** (``--skip events`` leaves it out): the CPU one relayed event costs each
+  process in between, from answers of two lengths at serve-sim's fastest pace (every
+  event on its own, as a provider sends them): the slope of CPU per request over events
+  per request (:data:`EVENT_RATE`, :data:`EVENT_WORDS`).
 * **memory**: the proxy's RSS (``/proc/PID/status``) over 10,000 small requests, each of
   a distinct conversation (what its bounded per-conversation state must absorb).
 * **faults**: serve-sim's ``/_sim/faults`` makes the upstream answer 429, 529, 500, 503,
@@ -300,6 +314,12 @@ class Timing:
     total: float
     status: int
     stage: str | None  # the proxy's x-windowfit-stage header, where there is one
+    #: Where the request stood in an interleaved run: (round, worker, its k-th request
+    #: in the round); the request of the same place on another path is its pair.
+    place: tuple[int, int, int] = (0, 0, 0)
+    #: CPU milliseconds the process in between spent on this request (concurrency 1
+    #: only, where nothing else ran in it meanwhile; ``None`` elsewhere).
+    middle_cpu_ms: float | None = None
 
 
 async def timed_stream(
@@ -337,65 +357,184 @@ class PathResult:
         return pct([getattr(t, what) for t in self.timings], q)
 
 
-async def run_path(
-    name: str,
-    url: str,
+@dataclass
+class Target:
+    """One way to serve-sim: directly, or through a process in between (``middle``)."""
+
+    label: str
+    url: str  # the Messages route's URL
+    middle: Service | None = None
+    headers: dict[str, str] = field(default_factory=lambda: dict(HEADERS))
+
+
+def cpu_ms_exact(pid: int) -> float:
+    """CPU milliseconds all of ``pid``'s threads have run so far, from
+    ``/proc/PID/task/*/schedstat`` (nanoseconds, where ``/proc/PID/stat`` counts in
+    ticks of 10 ms: too coarse for one request); 0 where /proc is not there."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for task in tasks:
+        try:
+            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e6
+
+
+@dataclass
+class Lane:
+    """One path of an interleaved run: its client, its conversations (one per worker,
+    kept across rounds, so that serve-sim's memo and the proxy's kept scans see each
+    path's conversations grow as an agent's would) and what was measured on it."""
+
+    target: Target
+    client: httpx.AsyncClient
+    conversations: list[Conversation]
+    result: PathResult
+    cpu: list[float]  # CPU ms of [client, serve-sim, middle] over this lane's slices
+
+
+#: How much a conversation grows per request, and at most over a run: an agent's tool
+#: result of 800 tokens per request, but no more than the 48k tokens the 60 requests of
+#: the earlier concurrency-1 runs grew by, so that 200 requests of one conversation stay
+#: "~200k-token requests" (201k to 249k) instead of reaching 360k.
+STEP_TOKENS = 800
+GROWTH_TOKENS = 48_000
+
+
+def step_tokens(per_conversation: int) -> int:
+    """Tokens added per request to a conversation that serves ``per_conversation``."""
+    return max(1, min(STEP_TOKENS, GROWTH_TOKENS // max(1, per_conversation)))
+
+
+def rounds_for(concurrency: int, requests: int, staggered: bool = False) -> tuple[int, int]:
+    """How an interleaved run of ``requests`` per path splits: ``(rounds, per_worker)``,
+    each round being ``per_worker`` requests of each of the ``concurrency`` workers on
+    one path, then the same on the next. About 10 requests per round at concurrency 1
+    and 2 per worker at 20 (3 when the workers' starts are ``staggered``, which every
+    round pays again): short enough that the machine's drift is shared by the paths,
+    long enough that a path's connections stay warm."""
+    per_worker = 10 if concurrency == 1 else 3 if staggered else 2
+    total_per_worker = max(1, requests // concurrency)
+    per_worker = min(per_worker, total_per_worker)
+    return max(1, total_per_worker // per_worker), per_worker
+
+
+async def run_interleaved(
+    targets: list[Target],
     concurrency: int,
     requests: int,
     tokens: int,
     seed: int,
-    headers: dict[str, str] = HEADERS,
+    pids: tuple[int, int],
     stagger: float = 0.0,
-) -> PathResult:
-    """``stagger``: worker ``w`` starts ``w * stagger / concurrency`` seconds late, so
-    that requests of about ``stagger`` seconds each arrive spread out, not in step."""
-    result = PathResult(name)
-    per_worker = max(1, requests // concurrency)
+) -> list[Lane]:
+    """The same traffic on every path in alternating rounds (:func:`rounds_for`): round
+    ``r`` runs its slice on each path in turn, starting with path ``r mod n`` so that no
+    path always follows the same one. Each path's samples pool over the rounds, and each
+    request keeps its place, so that a path's request can be paired with the direct
+    path's of the same round, worker and index. ``pids``: the client (this process) and
+    serve-sim, whose CPU is counted per path. ``stagger``: within a round, worker ``w``
+    starts ``w * stagger / concurrency`` seconds late (requests of about ``stagger``
+    seconds each then arrive spread out, not in step)."""
+    rounds, per_worker = rounds_for(concurrency, requests, stagger > 0)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    timeout = httpx.Timeout(DEADLINE)
-    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
-
-        async def worker(w: int) -> None:
-            conv = Conversation(seed * 1000 + w, tokens, step_tokens=800)
-            await asyncio.sleep(w * stagger / concurrency)
-            for _ in range(per_worker):
-                body = conv.next_body(stream=True)
-                try:
-                    timing = await asyncio.wait_for(
-                        timed_stream(client, url, body, headers), DEADLINE
+    lanes: list[Lane] = []
+    try:
+        for k, target in enumerate(targets):
+            client = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(DEADLINE))
+            convs = [
+                Conversation((seed * 100 + k) * 1000 + w, tokens, step_tokens(rounds * per_worker))
+                for w in range(concurrency)
+            ]
+            lanes.append(Lane(target, client, convs, PathResult(target.label), [0.0] * 3))
+        for lane in lanes:  # one warm-up request per worker (connections, tokenizers)
+            warm = Conversation(seed * 1000 + 999, 2000, 100)
+            await asyncio.gather(
+                *(
+                    timed_stream(
+                        lane.client, lane.target.url, warm.next_body(True), lane.target.headers
                     )
-                except Exception as exc:  # a failure is a figure too
-                    result.failures.append(f"{type(exc).__name__}: {exc}"[:120])
-                    continue
-                if timing.status != 200:
-                    result.failures.append(f"HTTP {timing.status}")
-                result.timings.append(timing)
+                    for _ in range(concurrency)
+                )
+            )
+        for r in range(rounds):
+            for j in range(len(lanes)):
+                await _slice(lanes[(r + j) % len(lanes)], r, per_worker, pids, stagger)
+    finally:
+        for lane in lanes:
+            await lane.client.aclose()
+    return lanes
 
-        # one warm-up request per worker (connections, tokenizer loading), not counted
-        warm = Conversation(seed * 1000 + 999, 2000, 100)
-        await asyncio.gather(
-            *(timed_stream(client, url, warm.next_body(True), headers) for _ in range(concurrency))
-        )
-        await asyncio.gather(*(worker(w) for w in range(concurrency)))
-    return result
+
+async def _slice(
+    lane: Lane, r: int, per_worker: int, pids: tuple[int, int], stagger: float
+) -> None:
+    """One round's requests on one path, every worker's ``per_worker`` in turn."""
+    target, result = lane.target, lane.result
+    middle = target.middle.proc.pid if target.middle is not None else None
+    concurrency = len(lane.conversations)
+    every = (*pids, middle) if middle is not None else pids
+    before = [cpu_ms_exact(pid) for pid in every]
+
+    async def worker(w: int) -> None:
+        conv = lane.conversations[w]
+        await asyncio.sleep(w * stagger / concurrency)
+        for i in range(per_worker):
+            body = conv.next_body(stream=True)
+            own = cpu_ms_exact(middle) if middle is not None and concurrency == 1 else None
+            try:
+                timing = await asyncio.wait_for(
+                    timed_stream(lane.client, target.url, body, target.headers), DEADLINE
+                )
+            except Exception as exc:  # a failure is a figure too
+                result.failures.append(f"{type(exc).__name__}: {exc}"[:120])
+                continue
+            if own is not None and middle is not None:
+                timing.middle_cpu_ms = cpu_ms_exact(middle) - own
+            timing.place = (r, w, i)
+            if timing.status != 200:
+                result.failures.append(f"HTTP {timing.status}")
+            result.timings.append(timing)
+
+    await asyncio.gather(*(worker(w) for w in range(concurrency)))
+    for n, (pid, was) in enumerate(zip(every, before, strict=True)):
+        lane.cpu[n] += cpu_ms_exact(pid) - was
+
+
+def paired(result: PathResult, direct: PathResult, what: str = "total") -> list[float]:
+    """Per request, ``result``'s time minus the direct path's request of the same place
+    (round, worker, index); places missing on either side (a failure) are left out."""
+    mine = {t.place: getattr(t, what) for t in result.timings}
+    theirs = {t.place: getattr(t, what) for t in direct.timings}
+    return [mine[p] - theirs[p] for p in sorted(mine) if p in theirs]
 
 
 def latency_table(rows: list[tuple[str, int, PathResult, PathResult | None]]) -> list[str]:
+    """The latency table. "added" is the issue's definition, the difference of the two
+    paths' percentiles; "paired" the percentiles of the per-request differences against
+    the direct request of the same place (:func:`paired`)."""
     ms = 1000.0
     out = [
         "| path | concurrency | requests | first byte p50 / p99 (ms) | total p50 / p99 (ms) "
-        "| added p50 / p99 (ms) | first byte added p50 (ms) | stages | failures |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| added p50 / p99 (ms) | paired added p50 / p99 (ms) | first byte added p50 (ms) "
+        "| stages | failures |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, conc, result, direct in rows:
         fb = f"{result.q('first_byte', 50) * ms:.1f} / {result.q('first_byte', 99) * ms:.1f}"
         tot = f"{result.q('total', 50) * ms:.1f} / {result.q('total', 99) * ms:.1f}"
         if direct is None:
-            added = fb_added = "—"
+            added = pair = fb_added = "—"
         else:
             a50 = (result.q("total", 50) - direct.q("total", 50)) * ms
             a99 = (result.q("total", 99) - direct.q("total", 99)) * ms
             added = f"{a50:+.1f} / {a99:+.1f}"
+            diffs = paired(result, direct)
+            pair = f"{pct(diffs, 50) * ms:+.1f} / {pct(diffs, 99) * ms:+.1f}" if diffs else "—"
             fb_added = f"{(result.q('first_byte', 50) - direct.q('first_byte', 50)) * ms:+.1f}"
         stages = Counter(t.stage for t in result.timings if t.stage is not None)
         staged = " ".join(f"{k}×{n}" for k, n in sorted(stages.items())) or "—"
@@ -403,8 +542,34 @@ def latency_table(rows: list[tuple[str, int, PathResult, PathResult | None]]) ->
         if result.failures:
             fails += f" ({result.failures[0]})"
         out.append(
-            f"| {label} | {conc} | {len(result.timings)} | {fb} | {tot} | {added} | {fb_added} "
-            f"| {staged} | {fails} |"
+            f"| {label} | {conc} | {len(result.timings)} | {fb} | {tot} | {added} | {pair} "
+            f"| {fb_added} | {staged} | {fails} |"
+        )
+    return out
+
+
+def middle_cpu_table(rows: list[PathResult]) -> list[str]:
+    """Concurrency 1: the CPU the process in between spent on each request (nothing
+    else ran in it meanwhile), as a distribution, with the first request of the
+    conversation (counted from scratch) apart from the rest (a kept conversation)."""
+    out = [
+        "| path | p50 | p99 | max | first request of the conversation | the others' p99 |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for result in rows:
+        spent = [t.middle_cpu_ms for t in result.timings if t.middle_cpu_ms is not None]
+        if not spent:
+            continue
+        first = [t.middle_cpu_ms for t in result.timings if t.place == (0, 0, 0)]
+        rest = [
+            t.middle_cpu_ms
+            for t in result.timings
+            if t.middle_cpu_ms is not None and t.place != (0, 0, 0)
+        ]
+        head = f"{first[0]:.2f}" if first and first[0] is not None else "—"
+        out.append(
+            f"| {result.name} | {pct(spent, 50):.2f} | {pct(spent, 99):.2f} | {max(spent):.2f} "
+            f"| {head} | {pct(rest, 99):.2f} |"
         )
     return out
 
@@ -655,16 +820,6 @@ async def request_tokens(sim: Service, tokens: int) -> int:
     return int(usage.get("input_tokens", 0)) + int(usage.get("cache_read_input_tokens", 0))
 
 
-@dataclass
-class Target:
-    """One way to serve-sim: directly, or through a process in between (``middle``)."""
-
-    label: str
-    url: str  # the Messages route's URL
-    middle: Service | None = None
-    headers: dict[str, str] = field(default_factory=lambda: dict(HEADERS))
-
-
 def floor_services(sim: Service, kinds: tuple[str, ...] = ()) -> list[Service]:
     """The two minimal proxies of ``benchmarks/proxy_floor.py`` in front of serve-sim
     (``kinds``: only these of its variants)."""
@@ -722,40 +877,91 @@ async def _latency(
 ) -> list[str]:
     rows: list[tuple[str, int, PathResult, PathResult | None]] = []
     cpu = [
-        "CPU per request (ms; /proc/PID/stat utime + stime over the run, the warm-ups "
-        "included; the client is this benchmark process, which also builds the bodies):",
+        "CPU per request (ms; /proc/PID/task/*/schedstat over each path's slices, the "
+        "warm-ups left out; the client is this benchmark process, which also builds the "
+        "bodies):",
         "",
         "| path | concurrency | client | serve-sim | the process in between | all |",
         "|---|---|---:|---:|---:|---:|",
     ]
-    me = os.getpid()
+    own: list[str] = []
+    layout: list[str] = []
+    passes: list[str] = []
+    pids = (os.getpid(), sim.proc.pid)
+    targets = _paths(sim, proxy, litellm, floors)
     for conc in concurrencies:
-        n = args.requests if conc == 1 else args.requests * 4
-        direct: PathResult | None = None
-        for k, path in enumerate(_paths(sim, proxy, litellm, floors)):
-            pids = [me, sim.proc.pid] + ([path.middle.proc.pid] if path.middle else [])
-            before = [cpu_seconds(pid) for pid in pids]
-            result = await run_path(
-                path.label, path.url, conc, n, args.tokens, conc * 10 + k, path.headers, stagger
+        n = args.requests if conc == 1 else args.requests_20
+        rounds, per_worker = rounds_for(conc, n, stagger > 0)
+        plural = "s" if rounds != 1 else ""
+        layout.append(f"concurrency {conc}: {rounds} round{plural} of {per_worker * conc} requests")
+        gc_before = await gc_passes(proxy) if proxy is not None else None
+        lanes = await run_interleaved(targets, conc, n, args.tokens, conc, pids, stagger)
+        gc_after = await gc_passes(proxy) if proxy is not None else None
+        direct = lanes[0].result
+        for lane in lanes:
+            result = lane.result
+            rows.append((result.name, conc, result, None if lane is lanes[0] else direct))
+            done = max(1, len(result.timings) + len(result.failures))
+            used = [c / done for c in lane.cpu]
+            if lane.target.middle is None:
+                used = used[:2]
+            cells = [f"{u:.1f}" for u in used] + ([] if lane.target.middle else ["—"])
+            cpu.append(f"| {result.name} | {conc} | " + " | ".join(cells) + f" | {sum(used):.1f} |")
+        if conc == 1:
+            own = middle_cpu_table([lane.result for lane in lanes])
+        proxied = next((lane for lane in lanes if proxy and lane.target.middle is proxy), None)
+        if gc_before is not None and gc_after is not None and proxied is not None:
+            done = max(1, len(proxied.result.timings))
+            per = " / ".join(
+                f"{(b - a) / done:.3f}" for a, b in zip(gc_before, gc_after, strict=True)
             )
-            after = [cpu_seconds(pid) for pid in pids]
-            used = [(a - b) * 1000 / max(1, n) for a, b in zip(after, before, strict=True)]
-            rows.append((path.label, conc, result, direct))
-            if direct is None:
-                direct = result
-            cells = [f"{u:.1f}" for u in used] + ([] if path.middle else ["—"])
-            cpu.append(f"| {path.label} | {conc} | " + " | ".join(cells) + f" | {sum(used):.1f} |")
+            passes.append(
+                f"windowfit proxy, concurrency {conc}: the collector's passes per request, "
+                f"generation 0 / 1 / 2 (python_gc_collections_total): {per}"
+            )
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
-    middles = [t.middle for t in _paths(sim, proxy, litellm, floors) if t.middle is not None]
+    middles = [t.middle for t in targets if t.middle is not None]
     rss = ", ".join(f"{m.name} {m.rss_mb():.0f}" for m in middles)
-    return [
+    out = [
         *latency_table(rows),
+        "",
+        "Paths interleaved, per path "
+        + "; ".join(layout)
+        + " (a round runs each path's slice in turn, its first path rotating; the paired "
+        "figures compare each request with the direct one of the same round, worker and "
+        "index)",
         "",
         f"load average at the end: {load}",
         f"RSS after the runs (MB): {rss}",
         "",
         *cpu,
     ]
+    if own:
+        out += [
+            "",
+            "CPU of the process in between per request at concurrency 1 (ms; "
+            "/proc/PID/task/*/schedstat around each request):",
+            "",
+            *own,
+        ]
+    if passes:
+        out += ["", *passes]
+    return out
+
+
+async def gc_passes(proxy: Service) -> list[int] | None:
+    """The proxy process's collector passes so far, by generation (its ``/metrics``)."""
+    try:
+        async with httpx.AsyncClient(timeout=10) as c:
+            r = await c.get(proxy.url + "/metrics")
+    except httpx.HTTPError:
+        return None
+    found = dict(
+        re.findall(r'^python_gc_collections_total\{generation="(\d)"\} (\d+)', r.text, re.M)
+    )
+    if len(found) != 3:
+        return None
+    return [int(found[str(g)]) for g in range(3)]
 
 
 def _paced(args: argparse.Namespace) -> list[str]:
@@ -782,6 +988,89 @@ def _paced(args: argparse.Namespace) -> list[str]:
     return out
 
 
+#: The per-event run (``--skip events`` leaves it out): serve-sim streams at its fastest
+#: pace (an event every ``stream_chunk_chars / 4 / rate`` seconds, 5 ms), so that every
+#: event reaches the process in between on its own, as a provider's do; two answer
+#: lengths, and the slope of CPU per request over events per request is the cost of one.
+EVENT_RATE = 600.0
+EVENT_WORDS = (10, 200)
+
+
+async def _events_on(target: Target, requests: int) -> tuple[float, float]:
+    """Events and CPU milliseconds of the process in between, per request, at
+    concurrency 1 (small bodies: the answer's events are most of the work)."""
+    assert target.middle is not None
+    pid = target.middle.proc.pid
+    events = 0
+    spent = 0.0
+    async with httpx.AsyncClient(timeout=httpx.Timeout(DEADLINE)) as client:
+        conv = Conversation(77, 2000, 50)
+        for _ in range(2):  # warm-up
+            await timed_stream(client, target.url, conv.next_body(True), target.headers)
+        for _ in range(requests):
+            body = conv.next_body(True)
+            before = cpu_ms_exact(pid)
+            async with client.stream("POST", target.url, content=body, headers=target.headers) as r:
+                async for chunk in r.aiter_raw():
+                    events += chunk.count(b"\n\n")
+            await asyncio.sleep(0.005)  # the proxy's work after the last byte (learning)
+            spent += cpu_ms_exact(pid) - before
+    return events / requests, spent / requests
+
+
+def _events(args: argparse.Namespace) -> list[str]:
+    """CPU per relayed event of each process in between (module docstring)."""
+    requests = 2 if args.quick else 15
+    lengths = (EVENT_WORDS[0], 40) if args.quick else EVENT_WORDS
+    found: dict[str, list[tuple[float, float]]] = {}
+    for words in lengths:
+        reply = " ".join(["word"] * words)
+        pacing = ["--stream-tokens-per-second", str(EVENT_RATE), "--reply", reply]
+        sim = start(
+            "serve-sim",
+            [_windowfit(), "serve-sim", "--port", "0", "--tool-rounds", "0", *pacing],
+        )
+        middles: list[Service] = []
+        try:
+            with suppress(RuntimeError):
+                middles.append(
+                    start(
+                        "windowfit proxy",
+                        [_windowfit(), "proxy", "--port", "0", "--anthropic-upstream", sim.url],
+                    )
+                )
+            middles += floor_services(sim, ("asgi", "relay")) if args.floor else []
+            for target in _paths(sim, *(_split(middles))):
+                if target.middle is not None:
+                    got = asyncio.run(_events_on(target, requests))
+                    found.setdefault(target.label, []).append(got)
+        finally:
+            for middle in middles:
+                stop(middle)
+            stop(sim)
+    out = [
+        f"## CPU per relayed event (serve-sim at {EVENT_RATE:g} tokens/s: an event every "
+        f"5 ms; answers of {lengths[0]} and {lengths[1]} words; {requests} requests "
+        "each at concurrency 1; /proc/PID/task/*/schedstat)\n",
+        "| path | events per request (short / long) | CPU per request (ms, short / long) "
+        "| CPU per event (µs) |",
+        "|---|---|---|---:|",
+    ]
+    for label, pair in found.items():
+        if len(pair) != 2:
+            continue
+        (e1, c1), (e2, c2) = pair
+        slope = (c2 - c1) / (e2 - e1) * 1000 if e2 > e1 else float("nan")
+        out.append(f"| {label} | {e1:.0f} / {e2:.0f} | {c1:.2f} / {c2:.2f} | {slope:.0f} |")
+    return out
+
+
+def _split(middles: list[Service]) -> tuple[Service | None, None, list[Service]]:
+    """``middles`` as :func:`_paths` takes them: windowfit's proxy, LiteLLM, the floors."""
+    proxy = next((m for m in middles if m.name == "windowfit proxy"), None)
+    return proxy, None, [m for m in middles if m is not proxy]
+
+
 async def _proxy_metrics(proxy: Service) -> list[str]:
     async with httpx.AsyncClient(timeout=10) as c:
         r = await c.get(proxy.url + "/metrics")
@@ -804,7 +1093,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: check that it runs")
     parser.add_argument("--tokens", type=int, default=200_000, help="size of a request")
-    parser.add_argument("--requests", type=int, default=60, help="requests at concurrency 1")
+    parser.add_argument(
+        "--requests", type=int, default=200, help="requests per path at concurrency 1"
+    )
+    parser.add_argument(
+        "--requests-20",
+        type=int,
+        default=240,
+        help="requests per path at concurrency 20 (each paced run too)",
+    )
     parser.add_argument("--rss-requests", type=int, default=10_000)
     parser.add_argument("--litellm", action="store_true", help="include LiteLLM's proxy")
     parser.add_argument(
@@ -819,11 +1116,14 @@ def main(argv: list[str] | None = None) -> int:
         help="the proxy's --fitter-max-mb (default: the proxy's own default)",
     )
     parser.add_argument(
-        "--skip", action="append", default=[], choices=["latency", "paced", "memory", "faults"]
+        "--skip",
+        action="append",
+        default=[],
+        choices=["latency", "paced", "events", "memory", "faults"],
     )
     args = parser.parse_args(argv)
     if args.quick:
-        args.tokens, args.requests, args.rss_requests = 5_000, 5, 200
+        args.tokens, args.requests, args.requests_20, args.rss_requests = 5_000, 5, 20, 200
     OUT.mkdir(parents=True, exist_ok=True)
     print(f"# windowfit proxy benchmark ({'quick' if args.quick else 'full'})\n")
     with services(args) as (sim, proxy):
@@ -835,10 +1135,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if "latency" not in args.skip:
                 counted = asyncio.run(request_tokens(sim, args.tokens))
+                one = step_tokens(args.requests)
+                twenty = step_tokens(max(1, args.requests_20 // 20))
                 print(
                     f"## Added latency: streamed Anthropic requests of {counted:,} tokens and "
-                    f"growing by 800 per request (serve-sim's count; {MODEL}, serve-sim window "
-                    f"{WINDOW:,})\n"
+                    f"growing by {one} per request at concurrency 1, {twenty} at 20 "
+                    f"(serve-sim's count; {MODEL}, serve-sim window {WINDOW:,})\n"
                 )
                 for line in asyncio.run(_latency(args, sim, proxy, litellm, floors)):
                     print(line)
@@ -847,6 +1149,8 @@ def main(argv: list[str] | None = None) -> int:
                     print("\n".join(asyncio.run(_proxy_metrics(proxy))) + "\n")
             if "paced" not in args.skip and "latency" not in args.skip:
                 print("\n".join(_paced(args)) + "\n")
+            if "events" not in args.skip:
+                print("\n".join(_events(args)) + "\n")
             if "memory" not in args.skip and proxy is not None:
                 print("## Memory\n")
                 conc = 20

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import pytest
@@ -36,6 +37,8 @@ def test_an_empty_exposition_declares_every_family():
         "windowfit_proxy_early_body_bytes": "counter",
         "windowfit_proxy_upstream_seconds": "histogram",
         "windowfit_proxy_added_seconds": "histogram",
+        "python_gc_collections": "counter",
+        "python_gc_objects_collected": "counter",
     }
 
 
@@ -139,3 +142,17 @@ def test_observations_from_many_threads_are_all_counted():
 
 def test_content_type_is_the_text_format():
     assert Metrics.content_type.startswith("text/plain; version=0.0.4")
+
+
+def test_the_collectors_passes_are_counted_by_generation():
+    """Read from gc.get_stats() when scraped: a full pass shows as one more of
+    generation 2 (what benchmarks/proxy.py divides by the requests)."""
+    metrics = Metrics()
+    before = _samples(metrics)
+    gc.collect(2)
+    after = _samples(metrics)
+    key = ("python_gc_collections_total", (("generation", "2"),))
+    assert after[key] >= before[key] + 1
+    assert {labels for name, labels in after if name == "python_gc_collections_total"} == {
+        (("generation", str(g)),) for g in range(3)
+    }

@@ -26,6 +26,12 @@ What is exported (every name starts with ``windowfit_proxy_``):
     Histograms: time spent waiting for the upstream (to the end of its answer), and time
     the proxy itself added (reading, fitting, serialising), per request.
 
+And, under the names Prometheus's own Python client gives them, the process's garbage
+collector: ``python_gc_collections_total{generation}`` (passes so far) and
+``python_gc_objects_collected_total{generation}``, read from :func:`gc.get_stats` when
+scraped (nothing is hooked into the collector), so that passes per request can be
+counted against ``requests_total`` (``benchmarks/proxy.py`` does).
+
 Label values come partly from clients (the route of an unknown path, for example); each
 metric keeps at most :data:`MAX_SERIES` label sets and counts the rest under
 ``route="other"`` so that a client cannot grow the exposition without bound.
@@ -33,11 +39,12 @@ metric keeps at most :data:`MAX_SERIES` label sets and counts the rest under
 
 from __future__ import annotations
 
+import gc
 import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["ADDED_BUCKETS", "MAX_SERIES", "UPSTREAM_BUCKETS", "Metrics"]
+__all__ = ["ADDED_BUCKETS", "MAX_SERIES", "UPSTREAM_BUCKETS", "Metrics", "collector_lines"]
 
 #: Upper bounds (seconds) of the upstream latency buckets: a streamed answer of a long
 #: agent turn takes seconds to minutes, a refused one milliseconds.
@@ -281,7 +288,24 @@ class Metrics:
         )
         with self._lock:
             lines = [line for family in families for line in family.lines()]
+        lines += collector_lines()
         return "\n".join(lines) + "\n"
 
     #: The ``content-type`` of :meth:`render`'s text.
     content_type = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def collector_lines() -> list[str]:
+    """The garbage collector's counters, by generation (see the module docstring)."""
+    stats = gc.get_stats()
+    out: list[str] = []
+    for name, key, help_text in (
+        ("python_gc_collections_total", "collections", "Passes of the garbage collector."),
+        ("python_gc_objects_collected_total", "collected", "Objects the collector freed."),
+    ):
+        out += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
+        out += [
+            f'{name}{{generation="{generation}"}} {int(entry.get(key, 0))}'
+            for generation, entry in enumerate(stats)
+        ]
+    return out
