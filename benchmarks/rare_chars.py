@@ -26,11 +26,8 @@ figures say it holds there. Every other character of their blocks, and every cha
 of a block that only shares a class with them (Bopomofo, Kanbun, Enclosed CJK beside
 the kana, CJK Extension A beside the Han, Sinhala and Oriya beside Devanagari, Meetei
 Mayek beside Hangul, the Arabic presentation forms beside the fullwidth forms), is not
-measured by that rate, and keeps its cost alone. Also left out: the characters real
-text holds of the classes whose rates the translation catalogs set
-(``calibrate.catalog_characters``: Hebrew, Georgian, Armenian, Thai, Myanmar, Khmer,
-Vietnamese). Which characters are left out is written with the table (``SEEN``): the
-library never reads the data.
+measured by that rate, and keeps its cost alone. Which characters are left out is
+written with the table (``SEEN``): the library never reads the data.
 """
 
 from __future__ import annotations
@@ -51,7 +48,6 @@ from typing import Any
 from windowfit.tokenizers import BACKEND_OF_FAMILY, FAMILY_BACKENDS, load_backend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import calibrate
 import profiles_report
 from calibrate import data_dir  # the shared data, found the way the refit finds it
 
@@ -205,9 +201,6 @@ def main() -> int:
         return 2
     seen = seen_characters(data)
     print(f"{len(seen):,} characters the real texts hold {SEEN_MIN}+ times: left out")
-    measured = calibrate.catalog_characters(calibrate.catalog_rows(calibrate.load_backends()))
-    print(f"{len(measured - seen):,} more that the catalogs' class rates measure: left out")
-    seen |= {cp for cp in measured if cp < BMP}
     cps = code_points(seen)
     letters = block_letters()
     table: dict[str, bytes] = {}

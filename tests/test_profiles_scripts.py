@@ -174,7 +174,6 @@ CATALOGS = [
     ("django", "hy"),
     ("django", "th"),
     ("django", "my"),
-    ("django", "km"),
     ("sphinx", "ka"),
     ("sphinx", "he"),
 ]

@@ -55,7 +55,7 @@ scripts, so their rates are first the least that counts random words of their bl
 character. Random words are harder than real text of a script (that rate counted real
 Georgian 5.5x, Hebrew 2.7x, Thai 2.5x high for o200k), so where real text of a script
 exists (the translation catalogs of the Django wheel: Hebrew, Georgian, Armenian, Thai,
-Myanmar, Khmer) each family's rate is then lowered to what counts it 15% high, checked on
+Myanmar) each family's rate is then lowered to what counts it 15% high, checked on
 Sphinx's catalogs (held out: 1.02 or more); ``conservative`` still counts random words
 of those blocks high. One pair weight holds at most 255/128 tokens, so what a
 character of a heavier class costs beyond that (``Profile.extras``: emoji, most of the
