@@ -1417,7 +1417,9 @@ def main() -> int:
 
     note = (
         f"Data: {data.name}/ ({len({t.file for t in texts})} texts, {len(parts)} agent-run "
-        f"parts, {len(claude_runs)} Claude Code and {len(deepseek_runs)} DeepSeek runs);\n"
+        f"parts, {len(claude_runs)} Claude Code and {len(deepseek_runs)} DeepSeek runs;\n"
+        f"the script rates of {len(catalogs)} translation catalogs of the {CATALOG_SOURCE} "
+        "wheel);\n"
         f"fitted {datetime.date.today().isoformat()}. Refit: "
         ".venv/bin/python benchmarks/calibrate.py"
     )
