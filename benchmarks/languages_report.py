@@ -15,7 +15,7 @@ strings (short sentences, field names, error messages, with ``%(name)s`` placeho
 which is what an agent's tool results and a user's short messages look like too.
 
 What it measures, each family's estimate without its framing (``estimator_for``'s
-profile with ``framing=0``: the bare text, as ``profiles_report.py``'s "text" view)
+profile with ``framing=0``: the bare text, ``profiles_report.without_framing``)
 over the real tokenizer's count (``conservative`` over the largest of the five):
 
 * every catalog whole (its translated strings joined by newlines), per language;
@@ -50,29 +50,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from windowfit.profiles import ProfileEstimator, get_profile
 from windowfit.tokens import Estimator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from profiles_report import BACKENDS, CHECKED_ON, WINDOW, without_framing
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The wheels whose translation catalogs are the corpus (``make setup`` downloads them
 #: into :data:`CORPUS_DIR` with these pins).
 CORPORA = {"django": "Django-5.1.4-py3-none-any.whl", "sphinx": "sphinx-8.1.3-py3-none-any.whl"}
 CORPUS_DIR = ROOT / ".cache" / "corpora"
-WINDOW = (0.98, 1.25)
 #: A catalog shorter than this is left out of the whole-catalog tables (a ratio of a few
 #: hundred tokens says little).
 MIN_CATALOG_CHARS = 2_000
 #: Lengths (characters) of the strings-alone table: upper bounds of each bucket.
 STRING_BUCKETS = (5, 10, 30, 100, 300, 10**9)
-FAMILIES = ("o200k", "cl100k", "deepseek", "tekken", "claude", "conservative")
-BACKEND_OF = {
-    "o200k": ("o200k",),
-    "cl100k": ("cl100k",),
-    "deepseek": ("deepseek",),
-    "tekken": ("tekken",),
-    "claude": ("claude-legacy",),
-    "conservative": ("o200k", "cl100k", "deepseek", "claude-legacy", "tekken"),
-}
+#: Each family and the real tokenizers it is checked on (``profiles_report``'s).
+FAMILIES = tuple(CHECKED_ON)
 
 
 # ---------------------------------------------------------------------------------------
@@ -190,16 +184,10 @@ def script_of(text: str) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-def bare_estimator(family: str) -> Estimator:
-    """The family's estimator with its framing at 0 (see the module docstring)."""
-    return ProfileEstimator(dataclasses.replace(get_profile(family), framing=0.0))
-
-
 def load_backends() -> dict[str, Estimator]:
     from windowfit.tokenizers import load_backend
 
-    names = sorted({b for backends in BACKEND_OF.values() for b in backends})
-    return {name: load_backend(name) for name in names}
+    return {name: load_backend(name) for name in BACKENDS}
 
 
 @dataclass
@@ -211,7 +199,7 @@ class Counted:
     real: dict[str, int]
 
     def ratio(self, family: str) -> float:
-        real = max(self.real[b] for b in BACKEND_OF[family])
+        real = max(self.real[b] for b in CHECKED_ON[family])
         return self.estimate[family] / real if real else float("inf")
 
 
@@ -389,7 +377,7 @@ def _progress(done: int, total: int, started: float) -> None:
 def measure(
     catalogs: Iterable[Catalog], backends: dict[str, Estimator]
 ) -> tuple[list[tuple[Catalog, str, Counted]], list[Counted], dict[str, Any]]:
-    estimators = {f: bare_estimator(f) for f in FAMILIES}
+    estimators = {f: without_framing(f) for f in FAMILIES}
     rows: list[tuple[Catalog, str, Counted]] = []
     strings: list[Counted] = []
     dump: dict[str, Any] = {}
