@@ -28,6 +28,16 @@ def _facts(fmt: str, messages: list[dict[str, Any]]) -> list[Any]:
     return [spec.scan(m, i, sizer) for i, m in enumerate(messages)]
 
 
+def _two_folds(conv: Any, budget: int, fitting: FitSettings) -> tuple[list[Any], Fold, Fold]:
+    """A conversation's facts and two folds that have read them, to drive two ways."""
+    fmt, messages = conv
+    facts = _facts(fmt, messages)
+    folds = [Fold(budget, fitting, 10, 30, get_format(fmt)) for _ in range(2)]
+    for fold in folds:
+        fold.extend(facts)
+    return facts, folds[0], folds[1]
+
+
 @settings(max_examples=60, deadline=None)
 @given(conversations(), st.data())
 def test_fold_extend_is_add_message_by_message(conv: Any, data: st.DataObject) -> None:
@@ -129,12 +139,7 @@ def test_memo_answers_only_for_an_equal_text(middle: str) -> None:
     st.sampled_from([FitSettings(), FitSettings(keep_results=2), FitSettings(clear_trigger=0.5)]),
 )
 def test_fold_points_is_a_step_at_every_point(conv: Any, budget: int, fitting: FitSettings) -> None:
-    fmt, messages = conv
-    facts = _facts(fmt, messages)
-    spec = get_format(fmt)
-    stepped, skipped = Fold(budget, fitting, 10, 30, spec), Fold(budget, fitting, 10, 30, spec)
-    stepped.extend(facts)
-    skipped.extend(facts)
+    facts, stepped, skipped = _two_folds(conv, budget, fitting)
     states = []
     for point in stepped.assistants:
         decided = stepped.step(stepped.state, point)
@@ -183,12 +188,7 @@ def _protect_one_at_a_time(fold: Fold, upto: int) -> None:
 def test_the_protected_tail_moves_as_one_result_at_a_time(
     conv: Any, budget: int, fitting: FitSettings, data: st.DataObject
 ) -> None:
-    fmt, messages = conv
-    facts = _facts(fmt, messages)
-    spec = get_format(fmt)
-    bisected, stepped = Fold(budget, fitting, 10, 30, spec), Fold(budget, fitting, 10, 30, spec)
-    bisected.extend(facts)
-    stepped.extend(facts)
+    facts, bisected, stepped = _two_folds(conv, budget, fitting)
     points = sorted(data.draw(st.lists(st.integers(0, len(facts)), min_size=1, max_size=6)))
     for upto in points:  # growing, with a look at an uncommitted point now and then
         snap = bisected.snapshot(), stepped.snapshot()
