@@ -71,6 +71,7 @@ from typing import Any
 from windowfit.profiles import Profile, ProfileEstimator, estimator_for, get_profile
 from windowfit.tokenizers import BACKEND_OF_FAMILY, FAMILY_BACKENDS, split_text
 from windowfit.tokens import Estimator, part_counter
+from windowfit.vocabulary import CheckedEstimator, find_vocabulary
 
 WINDOW = (0.98, 1.25)
 #: Each family against the real tokenizer it is checked on (``conservative``: all of them).
@@ -870,10 +871,14 @@ def real_counts(
 
 
 @functools.cache
-def without_framing(family: str) -> Estimator:
-    """The family's estimator with its framing set to 0: the estimate of the bare text."""
+def without_framing(family: str, *, vocabulary: bool = True) -> Estimator:
+    """The family's estimator with its framing set to 0: the estimate of the bare text.
+    It is what :func:`estimator_for` gives: the profile checked by the family's vocabulary
+    where that is on the machine (``vocabulary=False``: the profile alone)."""
     profile: Profile = get_profile(family)
-    return ProfileEstimator(dataclasses.replace(profile, framing=0.0))
+    bare = ProfileEstimator(dataclasses.replace(profile, framing=0.0))
+    counter = find_vocabulary(family) if vocabulary else None
+    return bare if counter is None else CheckedEstimator(bare, counter)
 
 
 @dataclass

@@ -92,7 +92,7 @@ def _real(backend: str, name: str) -> int:
 @pytest.mark.parametrize("family", list(CHECKED_ON))
 def test_every_family_errs_high_by_little_on_every_text(family: str, name: str) -> None:
     real = _real(CHECKED_ON[family], name)
-    ratio = estimator_for(family=family).estimate(_text(name)) / real
+    ratio = estimator_for(vocabulary=False, family=family).estimate(_text(name)) / real
     assert 0.98 <= ratio <= 1.20, f"{family} on {name}: estimate/real = {ratio:.3f}"
 
 
@@ -103,12 +103,12 @@ def test_the_profiles_fix_where_the_seed_rule_undercounts(name: str) -> None:
     for family, backend in CHECKED_ON.items():
         real = _real(backend, name)
         if estimate_tokens(text) / real < 0.95:
-            assert estimator_for(family=family).estimate(text) >= real
+            assert estimator_for(vocabulary=False, family=family).estimate(text) >= real
 
 
 @pytest.mark.parametrize("name", TEXT_FILES)
 def test_conservative_is_never_under_any_tokenizer(name: str) -> None:
-    estimate = estimator_for(family="conservative").estimate(_text(name))
+    estimate = estimator_for(vocabulary=False, family="conservative").estimate(_text(name))
     for backend in BACKENDS:
         real = _real(backend, name)
         assert estimate >= real, f"conservative {estimate} < {backend} {real} on {name}"
@@ -157,23 +157,27 @@ def test_conservative_is_never_under_any_tokenizer(name: str) -> None:
 def test_models_map_to_families(model: str, family: str) -> None:
     assert family_for_model(model) == family
     assert estimator_for(model=model) is estimator_for(family=family)
+    assert estimator_for(model=model, vocabulary=False) is estimator_for(
+        vocabulary=False, family=family
+    )
 
 
 @pytest.mark.parametrize("family", PROFILE_FAMILIES)
 def test_each_family_has_one_shared_estimator(family: str) -> None:
-    estimator = estimator_for(family=family)
+    estimator = estimator_for(vocabulary=False, family=family)
     assert isinstance(estimator, ProfileEstimator)
     assert estimator.family == family
-    assert estimator_for(family=family) is estimator
+    assert estimator_for(vocabulary=False, family=family) is estimator
 
 
 def test_without_a_model_the_estimate_is_conservative() -> None:
     assert estimator_for() is estimator_for(family="conservative")
+    assert estimator_for(vocabulary=False) is estimator_for(vocabulary=False, family="conservative")
 
 
 @pytest.mark.parametrize("text", ["", "hello", "привет, мир! 你好", "x" * 1000])
 def test_the_seed_family_is_the_seed_rule(text: str) -> None:
-    estimator = estimator_for(family="seed")
+    estimator = estimator_for(vocabulary=False, family="seed")
     assert isinstance(estimator, SeedEstimator)
     assert estimator.estimate(text) == estimate_tokens(text)
 
@@ -181,7 +185,7 @@ def test_the_seed_family_is_the_seed_rule(text: str) -> None:
 @pytest.mark.parametrize("family", ["o300k", "gpt-4o", "Claude", ""])
 def test_an_unknown_family_is_a_clear_error(family: str) -> None:
     with pytest.raises(SettingsError) as info:
-        estimator_for(family=family)
+        estimator_for(vocabulary=False, family=family)
     message = str(info.value)
     assert repr(family) in message
     assert all(known in message for known in FAMILIES)
@@ -277,7 +281,7 @@ def test_runs_are_counted_per_whole_run_length(text: str, expected: dict[str, in
 def test_a_text_part_is_the_text_and_the_framing(family: str, text: str) -> None:
     """estimate(text) is the text alone; a message's text part adds the family's framing
     (what the provider wraps around it), once, and nothing to an empty text."""
-    estimator = estimator_for(family=family)
+    estimator = estimator_for(vocabulary=False, family=family)
     assert isinstance(estimator, ProfileEstimator)
     assert estimator.estimate(text) == _by_hand(estimator, text)
     assert estimator.estimate_part(text) == _by_hand(estimator, text, estimator.framing)
@@ -285,7 +289,7 @@ def test_a_text_part_is_the_text_and_the_framing(family: str, text: str) -> None
 
 
 def test_message_counting_adds_the_framing_per_text_part() -> None:
-    estimator = estimator_for(family="claude")
+    estimator = estimator_for(vocabulary=False, family="claude")
     assert estimator.framing > 0
     call = {
         "role": "assistant",
@@ -312,7 +316,7 @@ def test_the_fast_count_is_the_sum_of_the_pair_weights(family: str, size: int, s
         "heavy": " 1 2\u1000\u1000 ! 😀",
     }[script]
     text = (base * (size // len(base) + 1))[:size]
-    estimator = estimator_for(family=family)
+    estimator = estimator_for(vocabulary=False, family=family)
     assert isinstance(estimator, ProfileEstimator)
     assert estimator.estimate(text) == _by_hand(estimator, text)
 
@@ -328,7 +332,7 @@ _HEAVY_TEXT = st.text(
 def test_the_short_text_path_sums_like_the_long_one(family: str, text: str) -> None:
     """Texts of up to 255 characters are summed by one adler32 call; with the heaviest
     classes (whose weights reach 255) the sum must still be exact."""
-    estimator = estimator_for(family=family)
+    estimator = estimator_for(vocabulary=False, family=family)
     assert isinstance(estimator, ProfileEstimator)
     assert estimator.estimate(text) == _by_hand(estimator, text)
 
@@ -336,7 +340,7 @@ def test_the_short_text_path_sums_like_the_long_one(family: str, text: str) -> N
 @pytest.mark.parametrize("family", PROFILE_FAMILIES)
 def test_the_breakdown_adds_up_to_the_estimate(family: str) -> None:
     text = "Hello, мир! 你好 😀😀 x=12\n\tfooBar “quoted” é ग ไทย"
-    estimator = estimator_for(family=family)
+    estimator = estimator_for(vocabulary=False, family=family)
     assert isinstance(estimator, ProfileEstimator)
     rows = estimator.by_class(text)
     assert [r.name for r in rows] == [c.name for c in CHARACTER_CLASSES] + ["framing"]
@@ -351,12 +355,12 @@ def test_every_profile_sets_every_parameter() -> None:
 
 def test_a_lone_surrogate_is_counted_not_an_error() -> None:
     for family in PROFILE_FAMILIES:
-        assert estimator_for(family=family).estimate("a\ud800b") >= 1
+        assert estimator_for(vocabulary=False, family=family).estimate("a\ud800b") >= 1
 
 
 @pytest.mark.parametrize("family", PROFILE_FAMILIES)
 def test_messages_are_sized_with_the_profile(family: str) -> None:
-    estimator = estimator_for(family=family)
+    estimator = estimator_for(vocabulary=False, family=family)
     message = {"role": "user", "content": "привет " * 200}
     assert estimator.estimate_message(message) > estimator.estimate(message["content"])
 
@@ -399,7 +403,7 @@ SLACK = 2 + math.ceil(
 @given(text=TEXTS)
 def test_estimates_are_whole_and_not_negative(text: str) -> None:
     for family in PROFILE_FAMILIES:
-        n = estimator_for(family=family).estimate(text)
+        n = estimator_for(vocabulary=False, family=family).estimate(text)
         assert isinstance(n, int) and n >= 0
         assert (n == 0) == (text == "")
 
@@ -409,7 +413,7 @@ def test_monotone_under_concatenation(a: str, b: str) -> None:
     """Adding text never lowers the count of what was there; joining two texts changes
     the pair at the junction only."""
     for family in PROFILE_FAMILIES:
-        est = estimator_for(family=family).estimate
+        est = estimator_for(vocabulary=False, family=family).estimate
         joined = est(a + b)
         assert joined >= est(a)
         assert joined >= est(b) - SLACK
@@ -418,15 +422,15 @@ def test_monotone_under_concatenation(a: str, b: str) -> None:
 
 @given(text=TEXTS)
 def test_conservative_is_never_under_another_family(text: str) -> None:
-    conservative = estimator_for(family="conservative").estimate(text)
+    conservative = estimator_for(vocabulary=False, family="conservative").estimate(text)
     for family in PROFILE_FAMILIES:
-        assert conservative >= estimator_for(family=family).estimate(text)
+        assert conservative >= estimator_for(vocabulary=False, family=family).estimate(text)
 
 
 @given(text=TEXTS)
 def test_the_fast_count_matches_the_pair_weights_for_any_text(text: str) -> None:
     for family in ("o200k", "claude", "conservative"):
-        estimator = estimator_for(family=family)
+        estimator = estimator_for(vocabulary=False, family=family)
         assert isinstance(estimator, ProfileEstimator)
         assert estimator.estimate(text) == _by_hand(estimator, text)
 
@@ -434,7 +438,7 @@ def test_the_fast_count_matches_the_pair_weights_for_any_text(text: str) -> None
 @given(text=st.text(max_size=200))
 def test_any_unicode_text_is_counted(text: str) -> None:
     for family in PROFILE_FAMILIES:
-        assert estimator_for(family=family).estimate(text) >= (1 if text else 0)
+        assert estimator_for(vocabulary=False, family=family).estimate(text) >= (1 if text else 0)
 
 
 _ASCII_TEXT = st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=600)
@@ -445,7 +449,7 @@ _ASCII_TEXT = st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=600)
 def test_the_ascii_path_is_the_sum_of_the_pair_weights(family: str, text: str) -> None:
     """ASCII text is paired by one multiplication (its groups are its classes): the
     count must be exactly the pair weights' sum, control characters and all."""
-    estimator = estimator_for(family=family)
+    estimator = estimator_for(vocabulary=False, family=family)
     assert isinstance(estimator, ProfileEstimator)
     assert estimator.estimate(text) == _by_hand(estimator, text)
 
@@ -519,6 +523,9 @@ def test_run_terms_count_every_whole_run_of_a_stretch(text: str) -> None:
     assert profiles._runs(profiles._classes(text)) == (lower, punct)
     old_lower, old_punct = _reference_runs(text, repeats_break=True)
     assert lower >= old_lower and punct >= old_punct
-    for estimator in (estimator_for(), estimator_for(family="tekken")):
+    for estimator in (
+        estimator_for(vocabulary=False),
+        estimator_for(vocabulary=False, family="tekken"),
+    ):
         assert isinstance(estimator, profiles.ProfileEstimator)
         assert estimator.estimate(text) == estimator._estimate_any(text, 0.0)

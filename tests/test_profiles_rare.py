@@ -100,7 +100,7 @@ def test_the_real_texts_characters_are_left_out() -> None:
 def test_a_rare_character_counts_at_least_its_cost_alone_after_anything(family: str) -> None:
     """Whatever comes before it (each group of the pair model), a rare character adds at
     least its cost alone to the units; alone, the estimate is at least that cost."""
-    estimator = estimator_for(family=family)
+    estimator = estimator_for(vocabulary=False, family=family)
     assert isinstance(estimator, ProfileEstimator)
     costs = family_costs(family)
     for cp in SAMPLE:
@@ -124,7 +124,7 @@ def test_the_extras_make_every_rare_character_at_least_its_cost(family: str) -> 
     profile = get_profile(family)
     extras = char_extra_units(profile)
     assert len(extras) == 2 * 0x10000
-    estimator = estimator_for(family=family)
+    estimator = estimator_for(vocabulary=False, family=family)
     for cp, cost in list(family_costs(family).items())[::37]:
         extra = int.from_bytes(extras[2 * cp : 2 * cp + 2], "little")
         # estimate of the character alone is ceil((its pair weight + extras) / unit)
@@ -161,7 +161,7 @@ def test_words_of_rare_blocks_are_not_under_counted(family: str, words: str) -> 
     text = RARE_WORDS[words]
     backends = [CHECKED_ON[family]] if family in CHECKED_ON else list(BACKENDS)
     real = max(real_backend(name).estimate(text) for name in backends)
-    assert estimator_for(family=family).estimate(text) >= real
+    assert estimator_for(vocabulary=False, family=family).estimate(text) >= real
 
 
 RARE_CHARS = st.sampled_from(sorted(table_costs("max"))[::7]).map(chr)
@@ -174,7 +174,7 @@ def test_an_estimate_is_at_least_its_rare_characters_cost(text: str) -> None:
     for family in ("o200k", "cl100k", "claude", "conservative"):
         costs = family_costs(family)
         floor = sum(costs.get(ord(c), 0) for c in text)
-        assert estimator_for(family=family).estimate(text) >= floor
+        assert estimator_for(vocabulary=False, family=family).estimate(text) >= floor
 
 
 @settings(max_examples=100, deadline=None)
@@ -183,7 +183,7 @@ def test_the_table_for_a_c_path_adds_what_the_estimate_adds(text: str) -> None:
     """``char_extra_units`` summed over a text is what the term adds to the units (the
     estimate with the term, less the estimate's other parts, by class)."""
     for family in ("deepseek", "conservative"):
-        estimator = estimator_for(family=family)
+        estimator = estimator_for(vocabulary=False, family=family)
         assert isinstance(estimator, ProfileEstimator)
         extras = char_extra_units(estimator.profile)
         table_sum = sum(int.from_bytes(extras[2 * ord(c) : 2 * ord(c) + 2], "little") for c in text)

@@ -161,7 +161,7 @@ def test_generated_words_of_a_split_script_are_not_under_counted(family: str, bl
     text = _words(block)
     backends = FAMILY_BACKENDS if family == "conservative" else (CHECKED_ON[family],)
     real = max(real_backend(b).estimate(text) for b in backends)
-    ratio = estimator_for(family=family).estimate(text) / real
+    ratio = estimator_for(vocabulary=False, family=family).estimate(text) / real
     assert ratio >= 0.98, f"{family} on {block}: estimate/real = {ratio:.3f}"
 
 
@@ -206,6 +206,6 @@ def test_real_text_of_a_script_set_by_catalogs_is_counted_high(
     text = catalogs[(source, language)]
     backends = FAMILY_BACKENDS if family == "conservative" else (CHECKED_ON[family],)
     real = max(real_backend(b).estimate(text) for b in backends)
-    ratio = estimator_for(family=family).estimate(text) / real
+    ratio = estimator_for(vocabulary=False, family=family).estimate(text) / real
     floor = 1.05 if source == "django" else 0.98
     assert floor <= ratio <= 1.70, f"{family} on {source}:{language}: {ratio:.3f}"

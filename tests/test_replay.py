@@ -12,6 +12,7 @@ import pytest
 from windowfit import PRESETS, SettingsError
 from windowfit.cache import CachePricing, PrefixCacheMeter
 from windowfit.logs import RequestPoint, Run
+from windowfit.profiles import ProfileEstimator
 from windowfit.replay import (
     Conversation,
     Policy,
@@ -30,6 +31,7 @@ from windowfit.replay.peers import (
     SweAgentLastNObservations,
 )
 from windowfit.sizing import default_sizer
+from windowfit.vocabulary import CheckedEstimator
 
 # --------------------------------------------------------------------------------------
 # Builders
@@ -323,7 +325,9 @@ def test_a_model_given_to_the_replay_counts_runs_whose_log_names_none_as_that_mo
     report = replay_run(run, [policy], ReplayConfig(budget=10**6, model=given))
     assert report.model == model
     assert report.tokenizer == judge
-    assert f"profile:{profile}>" in repr(policy.estimator)  # type: ignore[attr-defined]
+    estimator = policy.estimator  # type: ignore[attr-defined]
+    assert estimator.family == profile
+    assert isinstance(estimator, (ProfileEstimator, CheckedEstimator))
 
 
 @pytest.mark.parametrize("model", ["", 4])

@@ -63,7 +63,12 @@ def test_json_has_the_estimate_by_class(
         assert classes["emoji"]["chars"] == 1
     assert sum(row["chars"] for row in classes.values()) == len(TEXT)
     total = sum(row["tokens"] for row in classes.values()) + data["framing"]
-    assert math.ceil(total - 1e-9) == data["estimate"]
+    profile_estimate = data["estimate"] if family == "seed" else data["profile_estimate"]
+    assert math.ceil(total - 1e-9) == profile_estimate
+    if family != "seed":  # the classes are the profile's; the estimate may be checked
+        profile = estimator_for(family=family, vocabulary=False).estimate(TEXT)
+        assert profile_estimate == profile
+        assert data["estimator"] == estimator_for(family=family).name
 
 
 def test_json_has_the_real_count_of_every_installed_tokenizer(

@@ -31,7 +31,7 @@ needs_speedup = pytest.mark.skipif(
 def _estimators() -> list[ProfileEstimator]:
     found = []
     for family in FAMILIES:
-        estimator = estimator_for(family=family)
+        estimator = estimator_for(vocabulary=False, family=family)
         assert isinstance(estimator, ProfileEstimator)
         found.append(estimator)
     return found
@@ -149,7 +149,7 @@ def test_the_speedup_is_built_where_a_compiler_is() -> None:
 def test_the_variable_turns_the_speedup_off() -> None:
     code = (
         "from windowfit.profiles import estimator_for;"
-        "e = estimator_for(family='conservative');"
+        "e = estimator_for(vocabulary=False, family='conservative');"
         "print(e.accelerated, e.estimate('Привет, мир! ' * 50 + 'x' * 40))"
     )
     off = subprocess.run(
@@ -160,7 +160,7 @@ def test_the_variable_turns_the_speedup_off() -> None:
         check=True,
     ).stdout.split()
     assert off[0] == "False"
-    estimator = estimator_for(family="conservative")
+    estimator = estimator_for(vocabulary=False, family="conservative")
     assert int(off[1]) == estimator._estimate_any("Привет, мир! " * 50 + "x" * 40)
 
 

@@ -1116,17 +1116,22 @@ def family_for_model(model: str) -> str:
     return "conservative" if info is None else info.family
 
 
-_ESTIMATORS: dict[str, Estimator] = {}
-_ESTIMATORS_LOCK = threading.Lock()
+_ESTIMATORS: dict[tuple[str, bool], Estimator] = {}
+_ESTIMATORS_LOCK = threading.RLock()  # (the checked estimator asks for its profile inside)
 
 
-def estimator_for(model: str | None = None, family: str | None = None) -> Estimator:
+def estimator_for(
+    model: str | None = None, family: str | None = None, *, vocabulary: bool = True
+) -> Estimator:
     """The estimator for a model or a tokenizer family (give one, not both).
 
     ``model`` maps to a family by :func:`family_for_model` (unknown models get
     ``conservative``); ``family`` is one of :data:`FAMILIES` (``"seed"`` is the seed's
-    rule). Without either: ``conservative``. The same estimator object is returned for
-    the same family, so that :mod:`windowfit.sizing`'s per-message cache is shared.
+    rule). Without either: ``conservative``. For a family whose vocabulary is on the
+    machine (o200k, cl100k, tekken: see :mod:`windowfit.vocabulary`) it is the profile
+    checked by that vocabulary (:class:`~windowfit.vocabulary.CheckedEstimator`), unless
+    ``vocabulary=False``; otherwise the profile. The same estimator object is returned
+    for the same family, so that :mod:`windowfit.sizing`'s per-message cache is shared.
     Raises :class:`~windowfit.errors.SettingsError` for an unknown family.
     """
     if model is not None and family is not None:
@@ -1135,17 +1140,32 @@ def estimator_for(model: str | None = None, family: str | None = None) -> Estima
         family = family_for_model(model) if model is not None else "conservative"
     if family not in FAMILIES:
         raise SettingsError(f"unknown tokenizer family {family!r}; known: {', '.join(FAMILIES)}")
-    estimator = _ESTIMATORS.get(family)
+    key = (family, vocabulary)
+    estimator = _ESTIMATORS.get(key)
     if estimator is None:
         with _ESTIMATORS_LOCK:
-            estimator = _ESTIMATORS.get(family)
+            estimator = _ESTIMATORS.get(key)
             if estimator is None:
-                if family == "seed":
-                    estimator = SeedEstimator()
-                else:
-                    estimator = ProfileEstimator(_PROFILES[family])
-                _ESTIMATORS[family] = estimator
+                estimator = _make_estimator(family, vocabulary)
+                _ESTIMATORS[key] = estimator
     return estimator
+
+
+def _make_estimator(family: str, vocabulary: bool) -> Estimator:
+    if family == "seed":
+        return SeedEstimator()
+    profile = (
+        ProfileEstimator(_PROFILES[family])
+        if not vocabulary
+        else estimator_for(family=family, vocabulary=False)
+    )
+    if vocabulary:
+        from .vocabulary import CheckedEstimator, find_vocabulary
+
+        counter = find_vocabulary(family)
+        if counter is not None:
+            return CheckedEstimator(profile, counter)
+    return profile
 
 
 def default_estimator(estimator: Estimator | None = None, model: str | None = None) -> Estimator:

@@ -611,8 +611,19 @@ def _tekken_field(mapping: Mapping[str, object], key: str, kind: type[_T], path:
     return value
 
 
-def _load_tekken(path: Path) -> _TekkenModel:
-    tiktoken_module = _import_tiktoken("Counting Mistral Tekken tokens")
+@dataclass(frozen=True)
+class TekkenFile:
+    """What a ``tekken_*.json`` file holds that counting needs: the inner BPE's ranks and
+    pre-tokenizer pattern, and how many special tokens come before its ids."""
+
+    ranks: Mapping[bytes, int]
+    pattern: str
+    num_special_tokens: int
+    vocab_size: int
+
+
+def read_tekken(path: Path) -> TekkenFile:
+    """Read a Tekken file (no tiktoken needed); :class:`TokenizerError` says what is wrong."""
     try:
         data = json.loads(_read_bytes(path))
     except (ValueError, UnicodeDecodeError) as exc:
@@ -646,15 +657,28 @@ def _load_tekken(path: Path) -> _TekkenModel:
         ranks[token] = rank
     if len(ranks) != inner:
         raise TokenizerError(f"{path}: duplicate tokens in the vocabulary")
+    return TekkenFile(ranks, pattern, num_special, vocab_size)
+
+
+def _load_tekken(path: Path) -> _TekkenModel:
+    tiktoken_module = _import_tiktoken("Counting Mistral Tekken tokens")
+    tekken = read_tekken(path)
     try:
         encoding: tiktoken.Encoding = tiktoken_module.Encoding(
-            name=path.stem, pat_str=pattern, mergeable_ranks=ranks, special_tokens={}
+            name=path.stem,
+            pat_str=tekken.pattern,
+            mergeable_ranks=dict(tekken.ranks),
+            special_tokens={},
         )
     except Exception as exc:
         raise TokenizerError(
             f"tiktoken could not build a Tekken encoding from {path}: {exc}"
         ) from exc
-    return _TekkenModel(encoding=encoding, num_special_tokens=num_special, vocab_size=vocab_size)
+    return _TekkenModel(
+        encoding=encoding,
+        num_special_tokens=tekken.num_special_tokens,
+        vocab_size=tekken.vocab_size,
+    )
 
 
 class TekkenEstimator(_TiktokenCounter):

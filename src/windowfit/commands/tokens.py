@@ -5,8 +5,9 @@ own family's profile.
 The estimate is what fitting counts with by default (:func:`windowfit.default_estimator`):
 the calibrated profile of the model's family with ``--model`` (an unknown model:
 ``conservative``), of the family named with ``--family`` (``--family seed`` is the
-write-up's rule, ASCII/4 + CJK/1 + other/2), and ``conservative`` with neither; split by
-the classes of
+write-up's rule, ASCII/4 + CJK/1 + other/2), and ``conservative`` with neither, checked
+by the family's vocabulary where that is on the machine (:mod:`windowfit.vocabulary`);
+the profile's part is split by the classes of
 :data:`windowfit.profiles.CHARACTER_CLASSES`. Every tokenizer that
 :func:`windowfit.tokenizers.available_backends` finds (or those named with
 ``--tokenizer``) counts the text too, and is shown beside the estimate of *its* family's
@@ -38,6 +39,7 @@ from typing import Any
 from ..errors import SettingsError, WindowfitError
 from ..profiles import FAMILIES, ProfileEstimator, estimator_for, family_for_model
 from ..tokens import CharacterBreakdown, Estimator, breakdown
+from ..vocabulary import CheckedEstimator
 from ._io import EXIT_OK, CliError, add_input_limit, add_progress_flags, dumps_json, iter_text
 
 #: Characters per piece when a long input is counted in pieces (see the module docstring).
@@ -118,6 +120,15 @@ class _Totals:
     classes: dict[str, list[float]] = field(default_factory=dict)  # name: [chars, tokens]
     framing: float = 0.0
     estimate: int = 0
+    profile_estimate: int = 0
+
+    @property
+    def profile(self) -> ProfileEstimator | None:
+        """The profile the estimate is made of (checked by a vocabulary or not)."""
+        estimator = self.estimator
+        if isinstance(estimator, CheckedEstimator):
+            estimator = estimator.profile
+        return estimator if isinstance(estimator, ProfileEstimator) else None
 
     def add(self, text: str) -> None:
         self.chars += len(text)
@@ -128,14 +139,17 @@ class _Totals:
             self.seed[1] + parts.cjk,
             self.seed[2] + parts.other,
         ]
-        if isinstance(self.estimator, ProfileEstimator):
-            for row in self.estimator.by_class(text):
+        profile = self.profile
+        if profile is not None:
+            for row in profile.by_class(text):
                 if row.name == "framing":
                     self.framing += row.tokens
                     continue
                 total = self.classes.setdefault(row.name, [0, 0.0])
                 total[0] += row.characters
                 total[1] += row.tokens
+            self.profile_estimate += profile.estimate(text)
+        if self.estimator is not None:
             self.estimate += self.estimator.estimate(text)
         for backend in self.backends:
             if backend.counter is None:
@@ -293,10 +307,11 @@ def _figures(path: str, model: str | None, totals: _Totals) -> dict[str, Any]:
         "pieces": totals.pieces,
         "model": model,
         "family": family,
-        "estimator": "seed" if family == "seed" else f"profile:{family}",
+        "estimator": "seed" if totals.estimator is None else totals.estimator.name,
         "classes": classes,
         "framing": totals.framing,
         "estimate": estimate,
+        "profile_estimate": None if family == "seed" else totals.profile_estimate,
         "seed_estimate": seed.tokens,
         "chars_over_4": math.ceil(totals.chars / 4),
         "backends": backends,
@@ -317,11 +332,15 @@ def _print_table(f: dict[str, Any]) -> None:
             )
     if f["framing"]:
         print(f"  {'framing':<14}{'':>12}{'':>10}{f['framing']:>12,.1f}")
-    rule = (
-        "seed rule: ASCII/4 + CJK/1 + other/2, rounded up"
-        if family == "seed"
-        else f"calibrated {family} profile, rounded up"
-    )
+    if family == "seed":
+        rule = "seed rule: ASCII/4 + CJK/1 + other/2, rounded up"
+    elif f["estimator"].startswith("checked:"):
+        rule = (
+            f"calibrated {family} profile checked by the {family} vocabulary; "
+            f"the profile alone: {f['profile_estimate']:,}"
+        )
+    else:
+        rule = f"calibrated {family} profile, rounded up"
     print(f"  estimate: {f['estimate']:,} tokens ({rule})")
     print(f"  seed rule would say {f['seed_estimate']:,}; chars/4 would say {f['chars_over_4']:,}")
     real = f["backends"]

@@ -1,0 +1,271 @@
+"""The vocabulary counter (windowfit._bpe) against tiktoken, and the checked estimate.
+
+The counter claims tiktoken's numbers; these tests hold it to that on arbitrary text and
+on text made of the characters each pre-tokenizer pattern treats specially, for o200k,
+cl100k and Tekken, and check its pieces against the pattern run by the ``regex`` module.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from windowfit import vocabulary as voc
+from windowfit.errors import SettingsError, TokenizerError
+from windowfit.profiles import ProfileEstimator, estimator_for
+
+pytest.importorskip("tiktoken")
+regex = pytest.importorskip("regex")
+
+from windowfit.tokenizers import TekkenEstimator, TiktokenEstimator  # noqa: E402
+
+if voc.BPE is None:
+    pytest.skip("windowfit._bpe is not built", allow_module_level=True)
+
+FAMILIES = ("o200k", "cl100k", "tekken")
+
+
+def _real(family: str) -> TiktokenEstimator | TekkenEstimator:
+    if family == "tekken":
+        return TekkenEstimator()
+    return TiktokenEstimator(f"{family}_base")
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def pair(request: pytest.FixtureRequest) -> tuple[voc.VocabularyCounter, object]:
+    family = request.param
+    try:
+        real = _real(family)
+        counter = voc.VocabularyCounter(family)
+    except TokenizerError as exc:
+        pytest.skip(str(exc))
+    return counter, real
+
+
+# Characters the patterns treat apart: contractions (and the long s that folds to s),
+# each letter category, marks, numbers of three kinds, every kind of space and newline,
+# slashes and punctuation, an emoji sequence, CJK.
+TRICKY = (
+    "'sSſtTdDmMlLvVrReE"
+    "aZ\u01c5\u02b0\u05d0\u0915\u093f\u0301\u20dd"
+    "7\u0663\u2167\u00b2"
+    " \t\n\r\x0b\x0c\x85\xa0\u1680\u2003\u2028\u3000\u001c"
+    '/.,!?-_()[]{}"#'
+    "\U0001f468\u200d\U0001f469\ufe0f"
+    "\u4e2d\u6587\u3042\uac00"
+)
+
+tricky_text = st.text(alphabet=st.sampled_from(TRICKY), max_size=60)
+#: Characters this Python's Unicode knows: the regex module's tables may be newer.
+known_text = st.text(st.characters(exclude_categories=["Cn", "Cs"]), max_size=80)
+
+
+def _exact(counter: voc.VocabularyCounter, real: object, text: str) -> None:
+    expected = len(real.encode(text))  # type: ignore[attr-defined]
+    assert counter.estimate(text) == expected, repr(text)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=tricky_text)
+def test_counts_are_tiktokens_on_the_characters_patterns_treat_apart(pair, text: str) -> None:
+    _exact(*pair, text)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=known_text)
+def test_counts_are_tiktokens_on_any_text(pair, text: str) -> None:
+    _exact(*pair, text)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=st.one_of(tricky_text, known_text))
+def test_pieces_are_the_patterns(pair, text: str) -> None:
+    counter, real = pair
+    pattern = regex.compile(real.encoding._pat_str)
+    pieces = counter._vocabulary.pieces(text.encode())
+    assert pieces == [p.encode() for p in pattern.findall(text)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x" * 3000,  # one piece merged with the heap
+        "ab" * 700 + "c" * 90,
+        "Donaudampfschifffahrtsgesellschaftskapitän" * 40,
+        "\u4e2d\u6587\u5b57" * 400,
+        "0123456789" * 50,
+        " " * 500 + "x",
+        "\n\n \r\n\t " * 30,
+    ],
+    ids=["x", "ab", "german", "han", "digits", "spaces", "newlines"],
+)
+def test_long_pieces_are_exact(pair, text: str) -> None:
+    _exact(*pair, text)
+
+
+def test_lone_surrogates_count_as_replacement_characters(pair) -> None:
+    counter, real = pair
+    assert counter.estimate("a\ud800b") == real.estimate("a\ud800b")
+
+
+def test_empty_text_is_no_tokens(pair) -> None:
+    assert pair[0].estimate("") == 0
+
+
+def test_threads_count_with_one_vocabulary_at_once(pair) -> None:
+    counter, real = pair
+    texts = [f"Ciao mondo {i}, perché no? " * (50 + i) for i in range(8)]
+    expected = [len(real.encode(t)) for t in texts]
+    results: dict[int, list[int]] = {}
+
+    def work(k: int) -> None:
+        results[k] = [counter.estimate(t) for t in texts for _ in range(5)][::5]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r == expected for r in results.values())
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------------------
+
+
+def test_unknown_family_is_a_settings_error() -> None:
+    with pytest.raises(SettingsError, match="known: o200k"):
+        voc.VocabularyCounter("claude")
+
+
+def test_missing_file_says_which(tmp_path: Path) -> None:
+    with pytest.raises(TokenizerError, match="no such file"):
+        voc.VocabularyCounter("o200k", path=tmp_path / "missing.tiktoken")
+
+
+def test_wrong_file_is_a_tokenizer_error(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.tiktoken"
+    path.write_bytes(b"YQ== 0\nYg== 1\n")
+    with pytest.raises(TokenizerError, match="2 tokens, not 199998"):
+        voc.VocabularyCounter("o200k", path=path)
+
+
+@pytest.mark.parametrize(
+    ("ranks", "message"),
+    [({b"a": 0, b"b": 2}, "with none missing"), ({b"a": 1, b"b": 1}, "with none missing")],
+)
+def test_bad_ranks_are_refused(ranks: dict[bytes, int], message: str) -> None:
+    with pytest.raises(TokenizerError, match=message):
+        voc.build_vocabulary(ranks, voc.PATTERN_O200K)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"categories": b"\0" * 10}, "categories must hold"),
+        ({"categories": b"\x09" * voc.CODE_POINTS}, "is not one of 0-7"),
+        ({"pattern": 7}, "pattern must be"),
+        ({"offsets": b"\0\0\0\0"}, "at least two"),
+        ({"offsets": b"\0\0\0\0\x05\0\0\0"}, "not a token of the blob"),
+    ],
+)
+def test_the_c_type_refuses_bad_tables(arguments: dict[str, object], message: str) -> None:
+    assert voc.BPE is not None
+    given = {
+        "blob": b"ab",
+        "offsets": b"\0\0\0\0\x01\0\0\0\x02\0\0\0",
+        "categories": voc.unicode_categories(),
+        "pattern": 0,
+        **arguments,
+    }
+    with pytest.raises(ValueError, match=message):
+        voc.BPE(**given)  # type: ignore[arg-type]
+
+
+def test_count_takes_bytes() -> None:
+    vocabulary = voc.build_vocabulary({bytes([b]): b for b in range(256)}, voc.PATTERN_CL100K)
+    with pytest.raises(TypeError, match="UTF-8 bytes"):
+        vocabulary.count("text")  # type: ignore[arg-type]
+    assert vocabulary.count(b"hello") == 5
+
+
+def test_categories_follow_unicode() -> None:
+    table = voc.unicode_categories()
+    expected = {
+        "A": voc.UPPER, "\u01c5": voc.UPPER, "a": voc.LOWER, "\u02b0": voc.LETTER,
+        "\u4e2d": voc.LETTER, "\u0301": voc.MARK, "\u00b2": voc.NUMBER, "\u2167": voc.NUMBER,
+        " ": voc.SPACE, "\x85": voc.SPACE, "\u3000": voc.SPACE, "\n": voc.NEWLINE,
+        "\r": voc.NEWLINE, "\x1c": voc.OTHER, "!": voc.OTHER, "\U000e0101": voc.MARK,
+        "\U00020000": voc.LETTER, "\U00100000": voc.OTHER,
+    }  # fmt: skip
+    assert {c: table[ord(c)] for c in expected} == expected
+
+
+# ---------------------------------------------------------------------------------------
+# The checked estimate
+# ---------------------------------------------------------------------------------------
+
+
+def test_models_of_these_families_get_the_checked_estimate() -> None:
+    for model, family in (
+        ("gpt-4o", "o200k"),
+        ("gpt-4", "cl100k"),
+        ("mistral-large-latest", "tekken"),
+    ):
+        estimator = estimator_for(model=model)
+        if voc.find_vocabulary(family) is None:
+            pytest.skip(f"no {family} vocabulary here")
+        assert isinstance(estimator, voc.CheckedEstimator), model
+        assert estimator.family == family
+        assert isinstance(estimator_for(model=model, vocabulary=False), ProfileEstimator)
+    assert isinstance(estimator_for(), ProfileEstimator)  # conservative: no one vocabulary
+    assert isinstance(estimator_for(model="claude-sonnet-4-5"), ProfileEstimator)
+
+
+def test_short_texts_are_exact(pair) -> None:
+    counter, real = pair
+    checked = estimator_for(family=counter.family)
+    for text in ("a", "Ciao", "Perché no?", "Gaur goizean etxera joan naiz. " * 30):
+        assert checked.estimate(text) == real.estimate(text)
+
+
+def test_long_text_is_never_checked_below_what_its_windows_say(pair) -> None:
+    """A long text of a language the profiles count low (Indonesian words the vocabulary
+    does not hold whole) is raised to at least its real count."""
+    counter, real = pair
+    checked = estimator_for(family=counter.family)
+    profile = estimator_for(family=counter.family, vocabulary=False)
+    sentence = "Pengaturan ini menentukan bagaimana pengguna mengelola berkas-berkasnya. "
+    text = sentence * 400
+    assert checked.estimate(text) >= real.estimate(text) > profile.estimate(text)
+
+
+def test_turned_off_without_the_speedups() -> None:
+    code = (
+        "from windowfit.profiles import estimator_for;"
+        "print(type(estimator_for(model='gpt-4o')).__name__)"
+    )
+    env = {**os.environ, "WINDOWFIT_NO_SPEEDUPS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "ProfileEstimator", out.stderr
+
+
+def test_a_profile_of_another_family_is_refused(pair) -> None:
+    counter, _ = pair
+    other = "cl100k" if counter.family != "cl100k" else "o200k"
+    with pytest.raises(SettingsError, match="cannot be checked"):
+        voc.CheckedEstimator(estimator_for(family=other, vocabulary=False), counter)
