@@ -170,7 +170,26 @@ def test_wrong_file_is_a_tokenizer_error(tmp_path: Path) -> None:
 )
 def test_bad_ranks_are_refused(ranks: dict[bytes, int], message: str) -> None:
     with pytest.raises(TokenizerError, match=message):
-        voc.build_vocabulary(ranks, voc.PATTERN_O200K)
+        voc.ranks_in_order(ranks)
+
+
+def test_a_token_twice_is_refused() -> None:
+    with pytest.raises(TokenizerError, match="also an earlier token"):
+        voc.build_vocabulary([b"a", b"b", b"a"], voc.PATTERN_O200K)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"YQ== 0\nYg== 2\n", "line 2: rank 2 where 1 comes next"),
+        (b"YQ== 0\n!!!! 1\n", "line 2"),
+        (b"YQ== x\n", "line 1"),
+        (b"\n\n", "no tokens"),
+    ],
+)
+def test_a_bad_rank_file_says_where(data: bytes, message: str) -> None:
+    with pytest.raises(TokenizerError, match=message):
+        voc.read_rank_file(data, "f.tiktoken")
 
 
 @pytest.mark.parametrize(
@@ -197,7 +216,7 @@ def test_the_c_type_refuses_bad_tables(arguments: dict[str, object], message: st
 
 
 def test_count_takes_bytes() -> None:
-    vocabulary = voc.build_vocabulary({bytes([b]): b for b in range(256)}, voc.PATTERN_CL100K)
+    vocabulary = voc.build_vocabulary([bytes([b]) for b in range(256)], voc.PATTERN_CL100K)
     with pytest.raises(TypeError, match="UTF-8 bytes"):
         vocabulary.count("text")  # type: ignore[arg-type]
     assert vocabulary.count(b"hello") == 5
