@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from windowfit.tokens import Estimator
+from windowfit.vocabulary import find_vocabulary
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from profiles_report import BACKENDS, CHECKED_ON, WINDOW, without_framing
@@ -375,9 +376,9 @@ def _progress(done: int, total: int, started: float) -> None:
 
 
 def measure(
-    catalogs: Iterable[Catalog], backends: dict[str, Estimator]
+    catalogs: Iterable[Catalog], backends: dict[str, Estimator], *, vocabulary: bool = True
 ) -> tuple[list[tuple[Catalog, str, Counted]], list[Counted], dict[str, Any]]:
-    estimators = {f: without_framing(f) for f in FAMILIES}
+    estimators = {f: without_framing(f, vocabulary=vocabulary) for f in FAMILIES}
     rows: list[tuple[Catalog, str, Counted]] = []
     strings: list[Counted] = []
     dump: dict[str, Any] = {}
@@ -408,6 +409,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--greedy", action="store_true", help="also count by the vocabulary (a few minutes)"
     )
+    parser.add_argument(
+        "--profiles",
+        action="store_true",
+        help="the profiles alone, not checked by the vocabularies (what counts without them)",
+    )
     args = parser.parse_args(argv)
     corpora = find_corpora(args.corpus)
     missing = [p for _, p in corpora if not p.is_file()]
@@ -420,8 +426,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         catalogs = [c for c in catalogs if c.language in ("en", "sw", "ru", "ja", "ka")]
     started = time.monotonic()
     backends = load_backends()
-    rows, strings, dump = measure(catalogs, backends)
+    rows, strings, dump = measure(catalogs, backends, vocabulary=not args.profiles)
     seconds = time.monotonic() - started
+    checked = [f for f in FAMILIES if not args.profiles and find_vocabulary(f) is not None]
+    how = (
+        "the profiles alone (--profiles)"
+        if args.profiles
+        else "the defaults: "
+        + (f"{', '.join(checked)} checked by their vocabularies, " if checked else "")
+        + "the other families' profiles alone"
+    )
     sources = ", ".join(f"{src} ({path.name})" for src, path in corpora)
     print("## Real text of many languages, unseen by any fit (languages_report.py)")
     print()
@@ -429,7 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{len(catalogs)} catalogs from {sources}: {sum(len(c.strings) for c in catalogs):,} "
         f"translated strings, {sum(c.chars for _, _, c in rows):,} characters in the "
         f"{len(rows)} catalogs of at least {MIN_CATALOG_CHARS:,}. Estimate without framing "
-        f"/ real count; conservative / the largest of the five. Python "
+        f"/ real count; conservative / the largest of the five. Estimates: {how}. Python "
         f"{sys.version.split()[0]}, {seconds:.0f} s."
     )
     print()

@@ -251,8 +251,6 @@ def test_models_of_these_families_get_the_checked_estimate() -> None:
         assert isinstance(estimator, voc.CheckedEstimator), model
         assert estimator.family == family
         assert isinstance(estimator_for(model=model, vocabulary=False), ProfileEstimator)
-    assert isinstance(estimator_for(), ProfileEstimator)  # conservative: no one vocabulary
-    assert isinstance(estimator_for(model="claude-sonnet-4-5"), ProfileEstimator)
 
 
 def test_short_texts_are_exact(pair) -> None:
@@ -288,3 +286,44 @@ def test_a_profile_of_another_family_is_refused(pair) -> None:
     other = "cl100k" if counter.family != "cl100k" else "o200k"
     with pytest.raises(SettingsError, match="cannot be checked"):
         voc.CheckedEstimator(estimator_for(family=other, vocabulary=False), counter)
+
+
+def test_a_scale_below_one_is_refused(pair) -> None:
+    counter, _ = pair
+    profile = estimator_for(family=counter.family, vocabulary=False)
+    with pytest.raises(SettingsError, match="at least 1"):
+        voc.CheckedEstimator(profile, counter, scale=0.9)
+
+
+def test_a_scaled_check_scales_the_exact_count(pair) -> None:
+    counter, real = pair
+    profile = estimator_for(family=counter.family, vocabulary=False)
+    scaled = voc.CheckedEstimator(profile, counter, scale=1.5)
+    text = "Perché no? Gaur goizean etxera joan naiz."
+    assert scaled.estimate(text) == -(-real.estimate(text) * 3 // 2)
+
+
+def test_the_largest_estimate_is_the_largest(pair) -> None:
+    counter, _ = pair
+    profile = estimator_for(family=counter.family, vocabulary=False)
+    checked = voc.CheckedEstimator(profile, counter)
+    largest = voc.LargestEstimator([checked, profile], profile, "mixed")
+    for text in ("Ciao", "x" * 5000, "Пример текста. " * 400):
+        assert largest.estimate(text) == max(checked.estimate(text), profile.estimate(text))
+    assert largest.framing == profile.framing
+    with pytest.raises(SettingsError, match="at least one"):
+        voc.LargestEstimator([], profile, "none")
+
+
+def test_conservative_is_the_largest_family_estimate_once_every_family_is_checked() -> None:
+    from windowfit.profiles import FAMILIES
+
+    families = [f for f in FAMILIES if f not in ("seed", "conservative")]
+    parts = [estimator_for(family=f) for f in families]
+    conservative = estimator_for()
+    if all(isinstance(p, voc.CheckedEstimator) for p in parts):
+        assert isinstance(conservative, voc.LargestEstimator)
+        text = "Pengaturan ini menentukan bagaimana pengguna mengelola berkas. " * 100
+        assert conservative.estimate(text) == max(p.estimate(text) for p in parts)
+    else:
+        assert isinstance(conservative, ProfileEstimator)

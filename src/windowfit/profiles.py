@@ -1154,17 +1154,19 @@ def estimator_for(
 def _make_estimator(family: str, vocabulary: bool) -> Estimator:
     if family == "seed":
         return SeedEstimator()
-    profile = (
-        ProfileEstimator(_PROFILES[family])
-        if not vocabulary
-        else estimator_for(family=family, vocabulary=False)
-    )
-    if vocabulary:
-        from .vocabulary import CheckedEstimator, find_vocabulary
+    if not vocabulary:
+        return ProfileEstimator(_PROFILES[family])
+    from .vocabulary import CheckedEstimator, LargestEstimator, checked
 
-        counter = find_vocabulary(family)
-        if counter is not None:
-            return CheckedEstimator(profile, counter)
+    profile = estimator_for(family=family, vocabulary=False)
+    if family != "conservative":
+        return checked(profile)
+    # conservative: the largest of the families' estimates once every one is checked by a
+    # vocabulary; while one is not, the profile of every rate at its highest
+    families = [f for f in _PROFILES if f != "conservative"]
+    parts = [estimator_for(family=f) for f in families]
+    if all(isinstance(part, CheckedEstimator) for part in parts):
+        return LargestEstimator(parts, profile, family)
     return profile
 
 
