@@ -611,8 +611,9 @@ def _ceiling_notes(reports: dict[float, ReplayReport], ceilings: Ceilings) -> li
 
 _FIT_COUNTS_NOTE = {
     "default": "windowfit's presets count with the estimate a user gets by default "
-    "(`windowfit.default_estimator`: the run's model family's profile, `conservative` "
-    "when the model is unknown), not with the tokenizer that measures.",
+    "(`windowfit.default_estimator`: the run's model family's profile, checked by the "
+    "family's vocabulary where it is on the machine, `conservative` when the model is "
+    "unknown), not with the tokenizer that measures.",
     "exact": "windowfit's presets count with the tokenizer that measures (exact counts).",
     "seed": "windowfit's presets count with the write-up's rule (seed).",
 }

@@ -47,6 +47,7 @@ enum {
 enum { PATTERN_CL100K = 0, PATTERN_O200K = 1, PATTERN_TEKKEN = 2 };
 
 #define NO_RANK UINT32_MAX
+#define FILTER_BITS (1u << 22)
 #define CODE_POINTS 0x110000
 /* Pieces longer than this (a run of letters with no space: a hash, a long identifier)
  * are merged in parts of at most this many bytes, cut where a character starts, so that
@@ -81,6 +82,11 @@ typedef struct {
     uint32_t tokens;
     Slot *slots;
     uint32_t mask;
+    uint32_t *pairs;                 /* the rank of every two-byte token, by its bytes */
+    uint64_t *present;               /* one bit per hash value (FILTER_BITS of them): set
+                                      * where a token's hash lands; most joins a merge
+                                      * asks for are not tokens, and this small table
+                                      * (in cache) says so without a trip to the slots */
     const unsigned char *categories; /* code point -> CAT_* */
     int pattern;
 } Vocabulary;
@@ -123,8 +129,13 @@ head_of(const unsigned char *p, Py_ssize_t n)
 static inline uint32_t
 rank_of(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
 {
+    uint32_t hash = hash_bytes(p, n);
+    uint32_t bit = (hash >> 7) & (FILTER_BITS - 1);
+    if (v->present != NULL && !(v->present[bit >> 6] >> (bit & 63) & 1u)) {
+        return NO_RANK;
+    }
     uint64_t head = head_of(p, n);
-    uint32_t i = hash_bytes(p, n) & v->mask;
+    uint32_t i = hash & v->mask;
     for (;;) {
         const Slot *s = &v->slots[i];
         if (s->rank1 == 0) {
@@ -138,6 +149,13 @@ rank_of(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
         }
         i = (i + 1) & v->mask;
     }
+}
+
+/* Every merge starts from the ranks of a piece's byte pairs: a table of all 65,536. */
+static inline uint32_t
+pair_rank(const Vocabulary *v, const unsigned char *p)
+{
+    return v->pairs[(uint32_t)p[0] << 8 | p[1]];
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -155,7 +173,7 @@ scan_merge(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
     /* part i starts at start[i]; rank[i] is the rank of part i joined with part i+1 */
     for (i = 0; i < parts; i++) {
         start[i] = (uint32_t)i;
-        rank[i] = i + 2 <= n ? rank_of(v, p + i, 2) : NO_RANK;
+        rank[i] = i + 2 <= n ? pair_rank(v, p + i) : NO_RANK;
     }
     for (;;) {
         uint32_t best = NO_RANK;
@@ -256,7 +274,7 @@ heap_merge(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
     for (Py_ssize_t i = 0; i < n; i++) {
         next[i] = (uint32_t)(i + 1);
         prev[i] = i == 0 ? NO_RANK : (uint32_t)(i - 1);
-        rank[i] = i + 2 <= n ? rank_of(v, p + i, 2) : NO_RANK;
+        rank[i] = i + 2 <= n ? pair_rank(v, p + i) : NO_RANK;
         if (rank[i] != NO_RANK) {
             heap_push(heap, &size, (Join){rank[i], (uint32_t)i});
         }
@@ -698,6 +716,13 @@ Vocabulary_init(Vocabulary *self, PyObject *args, PyObject *kwargs)
     self->tokens = tokens;
     self->slots = slots;
     self->mask = capacity - 1;
+    self->pairs = (uint32_t *)PyMem_Malloc(sizeof(uint32_t) * 65536);
+    uint64_t *present = (uint64_t *)PyMem_Calloc(FILTER_BITS / 64, sizeof(uint64_t));
+    if (self->pairs == NULL || present == NULL) {
+        PyMem_Free(present);
+        PyErr_NoMemory();
+        return -1; /* dealloc frees what is held */
+    }
     for (uint32_t r = 0; r < tokens; r++) {
         const unsigned char *key = self->blob + offsets[r];
         Py_ssize_t n = (Py_ssize_t)(offsets[r + 1] - offsets[r]);
@@ -713,6 +738,16 @@ Vocabulary_init(Vocabulary *self, PyObject *args, PyObject *kwargs)
         slots[i].rank1 = r + 1;
         slots[i].size = (uint32_t)n;
     }
+    for (uint32_t r = 0; r < tokens; r++) {
+        uint32_t bit = (hash_bytes(self->blob + offsets[r], (Py_ssize_t)(offsets[r + 1] - offsets[r])) >> 7) &
+                       (FILTER_BITS - 1);
+        present[bit >> 6] |= (uint64_t)1 << (bit & 63);
+    }
+    self->present = present; /* (set last: rank_of does without it while building) */
+    for (uint32_t pair = 0; pair < 65536; pair++) {
+        unsigned char two[2] = {(unsigned char)(pair >> 8), (unsigned char)pair};
+        self->pairs[pair] = rank_of(self, two, 2);
+    }
     Py_INCREF(blob);
     Py_INCREF(categories);
     self->blob_obj = blob;
@@ -727,6 +762,8 @@ Vocabulary_dealloc(Vocabulary *self)
 {
     PyMem_Free(self->offsets);
     PyMem_Free(self->slots);
+    PyMem_Free(self->pairs);
+    PyMem_Free(self->present);
     Py_XDECREF(self->blob_obj);
     Py_XDECREF(self->categories_obj);
     Py_TYPE(self)->tp_free((PyObject *)self);

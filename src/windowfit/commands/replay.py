@@ -90,7 +90,8 @@ def register(sub: Any) -> None:
         choices=["default", "exact", "seed"],
         default="default",
         help="what windowfit's presets count with: the estimate a user gets by default "
-        "(default: the model family's profile, conservative for an unknown model), the "
+        "(default: the model family's profile, checked by its vocabulary where that is "
+        "installed, conservative for an unknown model), the "
         "same tokenizer that measures (exact), or the write-up's rule (seed); over budget "
         "and over the hard limit are measured with --tokenizer either way",
     )
