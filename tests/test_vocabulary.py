@@ -303,27 +303,7 @@ def test_a_scaled_check_scales_the_exact_count(pair) -> None:
     assert scaled.estimate(text) == -(-real.estimate(text) * 3 // 2)
 
 
-def test_the_largest_estimate_is_the_largest(pair) -> None:
-    counter, _ = pair
-    profile = estimator_for(family=counter.family, vocabulary=False)
-    checked = voc.CheckedEstimator(profile, counter)
-    largest = voc.LargestEstimator([checked, profile], profile, "mixed")
-    for text in ("Ciao", "x" * 5000, "Пример текста. " * 400):
-        assert largest.estimate(text) == max(checked.estimate(text), profile.estimate(text))
-    assert largest.framing == profile.framing
-    with pytest.raises(SettingsError, match="at least one"):
-        voc.LargestEstimator([], profile, "none")
-
-
-def test_conservative_is_the_largest_family_estimate_once_every_family_is_checked() -> None:
-    from windowfit.profiles import FAMILIES
-
-    families = [f for f in FAMILIES if f not in ("seed", "conservative")]
-    parts = [estimator_for(family=f) for f in families]
-    conservative = estimator_for()
-    if all(isinstance(p, voc.CheckedEstimator) for p in parts):
-        assert isinstance(conservative, voc.LargestEstimator)
-        text = "Pengaturan ini menentukan bagaimana pengguna mengelola berkas. " * 100
-        assert conservative.estimate(text) == max(p.estimate(text) for p in parts)
-    else:
-        assert isinstance(conservative, ProfileEstimator)
+def test_conservative_stays_the_profile() -> None:
+    """Checking conservative would take five exact counts of every text."""
+    assert isinstance(estimator_for(), ProfileEstimator)
+    assert estimator_for() is estimator_for(family="conservative", vocabulary=False)

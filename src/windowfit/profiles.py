@@ -1156,18 +1156,14 @@ def _make_estimator(family: str, vocabulary: bool) -> Estimator:
         return SeedEstimator()
     if not vocabulary:
         return ProfileEstimator(_PROFILES[family])
-    from .vocabulary import CheckedEstimator, LargestEstimator, checked
+    profile = estimator_for(family=family, vocabulary=False)  # (one object for both)
+    if family == "conservative":
+        # conservative stays the profile of every rate at its highest: checking it would
+        # take every family's vocabulary, five exact counts of every text
+        return profile
+    from .vocabulary import checked
 
-    profile = estimator_for(family=family, vocabulary=False)
-    if family != "conservative":
-        return checked(profile)
-    # conservative: the largest of the families' estimates once every one is checked by a
-    # vocabulary; while one is not, the profile of every rate at its highest
-    families = [f for f in _PROFILES if f != "conservative"]
-    parts = [estimator_for(family=f) for f in families]
-    if all(isinstance(part, CheckedEstimator) for part in parts):
-        return LargestEstimator(parts, profile, family)
-    return profile
+    return checked(profile)
 
 
 def default_estimator(estimator: Estimator | None = None, model: str | None = None) -> Estimator:

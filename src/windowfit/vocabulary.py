@@ -350,8 +350,7 @@ class CheckedEstimator(Estimator):
         reference = REFERENCE_OF_FAMILY.get(profile.family, (profile.family, 1.0))[0]
         if vocabulary.family != reference:
             raise SettingsError(
-                f"a {profile.family} profile cannot be checked by a {vocabulary.family} "
-                "vocabulary"
+                f"a {profile.family} profile cannot be checked by a {vocabulary.family} vocabulary"
             )
         if not math.isfinite(scale) or scale < 1.0:
             raise SettingsError(f"scale must be at least 1 (it only raises), not {scale!r}")
@@ -391,24 +390,3 @@ def checked(profile: Estimator) -> Estimator:
     reference, scale = REFERENCE_OF_FAMILY.get(profile.family, (profile.family, 1.0))
     counter = find_vocabulary(reference)
     return profile if counter is None else CheckedEstimator(profile, counter, scale=scale)
-
-
-class LargestEstimator(Estimator):
-    """The largest of several estimates: ``conservative`` once every family is checked by
-    a vocabulary (at least each family's real count, without the all-rates-at-their-
-    highest profile's 1.4x over-count of English). ``profile`` is the profile whose
-    breakdown by class describes it, and its framing is the largest."""
-
-    cheap = False
-
-    def __init__(self, estimators: Sequence[Estimator], profile: Estimator, family: str) -> None:
-        if not estimators:
-            raise SettingsError("LargestEstimator needs at least one estimator")
-        self.estimators = tuple(estimators)
-        self.profile = profile
-        self.family = family
-        self.framing = max(profile.framing, *(e.framing for e in self.estimators))
-        self.name = f"largest:{family}"
-
-    def estimate(self, text: str) -> int:
-        return max(e.estimate(text) for e in self.estimators)
