@@ -926,8 +926,16 @@ EstimatorChoice = Callable[[str, str, Source], Estimator]
 
 
 def library_estimator(family: str, view: str, source: Source) -> Estimator:
-    """``estimator_for(family=...)``, without its framing in the ``text`` view."""
+    """``estimator_for(family=...)``, without its framing in the ``text`` view: the
+    profile checked by the family's vocabulary where that is on the machine."""
     return without_framing(family) if view == "text" else estimator_for(family=family)
+
+
+def profile_estimator(family: str, view: str, source: Source) -> Estimator:
+    """The profile alone (``--profiles``): what counts where no vocabulary is installed."""
+    if view == "text":
+        return without_framing(family, vocabulary=False)
+    return estimator_for(family=family, vocabulary=False)
 
 
 def measure(
@@ -1048,7 +1056,13 @@ def markdown(
         f"the generated ones joined for the longest windows); "
         f"Python {meta['python']}, Unicode {meta['unicode']}, seed {meta['seed']}; "
         f"target {WINDOW[0]:.2f}-{WINDOW[1]:.2f}, **bold** = outside it. The real texts "
-        "are the ones the profiles were fitted on (in-sample); the generated ones are not.\n"
+        "are the ones the profiles were fitted on (in-sample); the generated ones are not. "
+        + (
+            f"Checked by their vocabularies: {', '.join(meta['checked'])}; the others are "
+            "their profiles alone.\n"
+            if meta.get("checked")
+            else "Every family's profile alone (--profiles, or no vocabulary installed).\n"
+        )
     )
     for view in ("text", "as used"):
         out.append(f"### Per family, {view}\n")
@@ -1287,9 +1301,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-data", action="store_true", help="generated texts only")
     parser.add_argument("--worst", type=int, default=5, help="worst windows listed per family")
     parser.add_argument("--blocks", action="store_true", help="a row for every block")
+    parser.add_argument(
+        "--profiles", action="store_true", help="the profiles alone, not checked by vocabularies"
+    )
     args = parser.parse_args(argv)
     data = None if args.no_data else data_dir(args.data)
     started = time.perf_counter()
+    choose = profile_estimator if args.profiles else library_estimator
     if args.quick:
         quick_blocks = {"Basic Latin", "Cyrillic", "Devanagari", "Thai", "Emoticons"}
         report = run(
@@ -1299,9 +1317,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             extra_starts=1,
             data=data,
             block_filter=lambda b: b.name in quick_blocks,
+            choose=choose,
         )
     else:
-        report = run(seed=args.seed, size=args.size or GENERATED_SIZE, data=data)
+        report = run(seed=args.seed, size=args.size or GENERATED_SIZE, data=data, choose=choose)
+    report.meta["checked"] = [
+        f
+        for f in CHECKED_ON
+        if not args.profiles and isinstance(without_framing(f), CheckedEstimator)
+    ]
     report.meta["seconds"] = round(time.perf_counter() - started, 1)
     if args.json and args.json != "-":
         Path(args.json).write_text(json.dumps(as_json(report)) + "\n", encoding="utf-8")
