@@ -441,6 +441,35 @@ def ascii_throughput_section(data: Path, backends: dict[str, Estimator], out: li
         )
 
 
+def exact_counter_section(data: Path, backends: dict[str, Estimator], out: list[str]) -> None:
+    """The vocabulary counter (windowfit._bpe) against tiktoken: the same counts, timed."""
+    from windowfit.vocabulary import find_vocabulary
+
+    out.append("\n### Exact counts: windowfit's vocabulary counter against tiktoken\n")
+    out.append(
+        "windowfit.vocabulary.VocabularyCounter (the C counter the checks use) and tiktoken's "
+        "encode_ordinary on the same 300,000 characters, best of several, interleaved; "
+        "*same* says whether the counts are equal.\n"
+    )
+    out.append("| script | family | windowfit ms | tiktoken ms | windowfit vs tiktoken | same |")
+    out.append("|---|---|---:|---:|---:|---|")
+    for label, text in script_texts(data).items():
+        for family in ("o200k", "cl100k"):
+            counter = find_vocabulary(family)
+            encoding = getattr(backends[family], "encoding", None)
+            if counter is None or encoding is None:
+                continue
+            ours = theirs = math.inf
+            for _ in range(3):
+                ours = min(ours, best(counter.estimate, text, 2))
+                theirs = min(theirs, best(encoding.encode_ordinary, text, 2))
+            same = counter.estimate(text) == len(encoding.encode_ordinary(text))
+            out.append(
+                f"| {label} | {family} | {ours * 1e3:.1f} | {theirs * 1e3:.1f} | "
+                f"{compared(theirs, ours)} | {'yes' if same else '**no**'} |"
+            )
+
+
 #: The lengths the check's cost is timed at (it counts texts up to 4,096 characters
 #: exactly, longer ones on 16 windows).
 CHECK_LENGTHS = (100, 1_000, 4_000, 10_000, 100_000, 300_000)
@@ -570,6 +599,7 @@ def main() -> int:
         throughput_section(data, backends, out)
         ascii_throughput_section(data, backends, out)
         check_cost_section(data, backends, out)
+        exact_counter_section(data, backends, out)
         print("\n".join(out))
         return 0
     out = [
@@ -589,6 +619,7 @@ def main() -> int:
     throughput_section(data, backends, out)
     ascii_throughput_section(data, backends, out)
     check_cost_section(data, backends, out)
+    exact_counter_section(data, backends, out)
     section = "\n".join(out) + "\n"
     print(section)
     if args.write:
