@@ -196,7 +196,7 @@ def test_a_bad_rank_file_says_where(data: bytes, message: str) -> None:
     ("arguments", "message"),
     [
         ({"categories": b"\0" * 10}, "categories must hold"),
-        ({"categories": b"\x09" * voc.CODE_POINTS}, "is not one of 0-7"),
+        ({"categories": b"\x09" * voc.CODE_POINTS}, r"category 9 of U\+0000 is not one of 0-7"),
         ({"pattern": 7}, "pattern must be"),
         ({"offsets": b"\0\0\0\0"}, "at least two"),
         ({"offsets": b"\0\0\0\0\x05\0\0\0"}, "not a token of the blob"),
@@ -213,6 +213,19 @@ def test_the_c_type_refuses_bad_tables(arguments: dict[str, object], message: st
     }
     with pytest.raises(ValueError, match=message):
         voc.BPE(**given)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"a\xf0", b"\xf0", b"\x80" * 70_000, b"\xc3", b"\xe4\xb8", b"ab\xff\xfecd", b"\xed\xa0\x80"],
+    ids=["cut-4", "lead-only", "continuations", "cut-2", "cut-3", "ff-fe", "surrogate"],
+)
+def test_bytes_that_are_not_utf8_are_counted_within_them(data: bytes) -> None:
+    """Each byte that is not part of a character counts as U+FFFD would: nothing past
+    the end is read, and a long run of stray bytes still ends."""
+    vocabulary = voc.build_vocabulary([bytes([b]) for b in range(256)], voc.PATTERN_O200K)
+    assert b"".join(vocabulary.pieces(data)) == data
+    assert vocabulary.count(data) == len(data)  # one token a byte here
 
 
 def test_count_takes_bytes() -> None:

@@ -51,9 +51,9 @@ enum { PATTERN_CL100K = 0, PATTERN_O200K = 1, PATTERN_TEKKEN = 2 };
 #define CODE_POINTS 0x110000
 /* Pieces longer than this (a run of letters with no space: a hash, a long identifier)
  * are merged in parts of at most this many bytes, cut where a character starts, so that
- * the memory a merge takes stays bounded (about 36 bytes a byte). A cut can only cost
- * tokens, never save one (two parts merge no pair the whole would not), so the count
- * errs high there; tiktoken's count of such a piece is no more exact (see
+ * the memory a merge takes stays bounded (about 36 bytes a byte). A count is then within
+ * about a token per cut of tiktoken's (merging greedily, two parts can end in one token
+ * more or one fewer than the whole); windowfit's real counters cut such texts too (see
  * tokenizers.split_text). */
 #define LONGEST_MERGE 65536
 /* Up to this many bytes a piece is merged by scanning for the lowest rank (fastest for
@@ -353,8 +353,8 @@ piece_count(const Vocabulary *v, const unsigned char *p, Py_ssize_t n, Cached *c
     Py_ssize_t total = 0;
     while (n > 0) {
         Py_ssize_t cut = n <= LONGEST_MERGE ? n : LONGEST_MERGE;
-        while (cut < n && cut > 0 && (p[cut] & 0xC0) == 0x80) {
-            cut--; /* never inside a character */
+        while (cut < n && cut > 1 && (p[cut] & 0xC0) == 0x80) {
+            cut--; /* not inside a character (where there is one to keep whole) */
         }
         Py_ssize_t part = rank_of(v, p, cut) != NO_RANK ? 1 : merge_count(v, p, cut);
         if (part < 0) {
@@ -377,27 +377,35 @@ typedef struct {
     const unsigned char *categories;
 } Text;
 
-/* The code point at byte i (valid UTF-8: Python encoded it) and where the next starts. */
+/* The code point at byte i and where the next starts. What is not UTF-8 (a stray or
+ * missing continuation byte, a sequence cut off by the end: bytes given to count()
+ * directly) is one byte of U+FFFD, so that nothing is read past the end. */
 static inline uint32_t
 code_at(const Text *t, Py_ssize_t i, Py_ssize_t *next)
 {
     const unsigned char *s = t->s + i;
     unsigned char b = s[0];
+    Py_ssize_t left = t->n - i;
     if (b < 0x80) {
         *next = i + 1;
         return b;
     }
-    if (b < 0xE0) {
+    if (b >= 0xC2 && b < 0xE0 && left >= 2 && (s[1] & 0xC0) == 0x80) {
         *next = i + 2;
         return ((uint32_t)(b & 0x1F) << 6) | (s[1] & 0x3F);
     }
-    if (b < 0xF0) {
+    if (b >= 0xE0 && b < 0xF0 && left >= 3 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80) {
         *next = i + 3;
         return ((uint32_t)(b & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
     }
-    *next = i + 4;
-    return ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
-           ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+    if (b >= 0xF0 && b < 0xF5 && left >= 4 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80 &&
+        (s[3] & 0xC0) == 0x80) {
+        *next = i + 4;
+        return ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
+               ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+    }
+    *next = i + 1;
+    return 0xFFFD;
 }
 
 static inline unsigned
@@ -675,8 +683,8 @@ Vocabulary_init(Vocabulary *self, PyObject *args, PyObject *kwargs)
     const unsigned char *cats = (const unsigned char *)PyBytes_AS_STRING(categories);
     for (Py_ssize_t c = 0; c < CODE_POINTS; c++) {
         if (cats[c] >= CAT_COUNT) {
-            PyErr_Format(PyExc_ValueError, "category %d of U+%04zX is not one of 0-7",
-                         (int)cats[c], c);
+            PyErr_Format(PyExc_ValueError, "category %d of U+%04x is not one of 0-7",
+                         (int)cats[c], (int)c);
             return -1;
         }
     }
@@ -728,7 +736,8 @@ Vocabulary_init(Vocabulary *self, PyObject *args, PyObject *kwargs)
         Py_ssize_t n = (Py_ssize_t)(offsets[r + 1] - offsets[r]);
         if (rank_of(self, key, n) != NO_RANK) {
             PyErr_Format(PyExc_ValueError, "token %u is also an earlier token", r);
-            return -1; /* dealloc frees what is held */
+            PyMem_Free(present); /* (not held yet: dealloc frees the rest) */
+            return -1;
         }
         uint32_t i = hash_bytes(key, n) & self->mask;
         while (slots[i].rank1 != 0) {

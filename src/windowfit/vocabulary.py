@@ -200,6 +200,8 @@ def build_vocabulary(tokens: Sequence[bytes], pattern: int) -> _VocabularyType:
     if not all(isinstance(token, bytes) and token for token in tokens):
         raise TokenizerError("a vocabulary's tokens must be non-empty bytes")
     offsets = array("I", [0])
+    if sum(map(len, tokens)) >= 2**32:
+        raise TokenizerError("a vocabulary's tokens must hold less than 4 GiB in all")
     offsets.extend(itertools.accumulate(map(len, tokens)))
     try:
         return BPE(
