@@ -27,6 +27,7 @@ Two things live here:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -371,11 +372,15 @@ def read_byte_level_bpe(path: Path) -> ByteLevelBPE:
     if not all(isinstance(i, int) and 0 <= i < 1 << 24 for i in ids) or len(set(ids)) != len(ids):
         raise TokenizerError(f"{where}: the vocab's ids are not distinct small integers")
     alphabet = byte_level_alphabet()
+    # each stand-in to the Latin-1 character of its byte, and every other character below
+    # U+0100 out of Latin-1, so that encoding fails exactly for a string that is not bytes
+    to_latin1 = {c: "\uffff" for c in range(0x100)}
+    to_latin1.update({ord(c): chr(b) for c, b in alphabet.items()})
     tokens = [b""] * (max(ids) + 1)
     for string, i in vocab.items():
-        if all(c in alphabet for c in string):
-            tokens[i] = bytes(alphabet[c] for c in string)
-        # else: a special token's string, which no byte-level text spells
+        # a string that is not bytes (a special token's, which no text spells) stays b""
+        with contextlib.suppress(UnicodeEncodeError):
+            tokens[i] = string.translate(to_latin1).encode("latin-1")
     missing = [b for c, b in alphabet.items() if c not in vocab]
     if missing:
         raise TokenizerError(
@@ -385,18 +390,17 @@ def read_byte_level_bpe(path: Path) -> ByteLevelBPE:
     triples = array("I")
     for number, merge in enumerate(merges):
         pair = merge.split(" ") if isinstance(merge, str) else merge
-        if (
-            not isinstance(pair, list)
-            or len(pair) != 2
-            or not all(isinstance(p, str) for p in pair)
-        ):
+        if not isinstance(pair, list) or len(pair) != 2:
             raise TokenizerError(f"{where}: merge {number} ({merge!r}) is not two tokens")
         left, right = pair
-        made = vocab.get(left + right)
-        if left not in vocab or right not in vocab or made is None:
-            raise TokenizerError(f"{where}: merge {number} ({merge!r}) is not of vocab tokens")
-        if tokens[vocab[left]] and tokens[vocab[right]]:  # else bytes never make it
-            triples.extend((vocab[left], vocab[right], made))
+        try:
+            ids3 = (vocab[left], vocab[right], vocab[left + right])
+        except (KeyError, TypeError):
+            raise TokenizerError(
+                f"{where}: merge {number} ({merge!r}) is not of vocab tokens"
+            ) from None
+        if tokens[ids3[0]] and tokens[ids3[1]]:  # else bytes never make it
+            triples.extend(ids3)
     added = []
     for token in data.get("added_tokens") or ():
         content = token.get("content") if isinstance(token, dict) else None
