@@ -1,6 +1,7 @@
 /*
  * windowfit._bpe: exact byte-pair-encoding token counts, in C, for tokenizers whose
- * vocabulary is a rank file (OpenAI's cl100k_base and o200k_base, Mistral's Tekken).
+ * vocabulary is a rank file (OpenAI's cl100k_base and o200k_base, Mistral's Tekken), and
+ * for byte-level BPE tokenizer.json files (DeepSeek-V3, legacy Claude).
  *
  * Why it exists: the profiles estimate a count from character classes, and a class cannot
  * see what costs most in text that is not English: whether a word is in the vocabulary.
@@ -12,6 +13,11 @@
  * count is tiktoken's, many times faster. It holds no vocabulary of its own: the tokens
  * and the Unicode categories come from Python (see windowfit.vocabulary), and the tests
  * compare every count with tiktoken's on arbitrary text.
+ *
+ * The same holds for two Hugging Face byte-level BPE files (DeepSeek-V3's, the legacy
+ * Claude one) in the merge mode: given merges, a Vocabulary merges each piece by the pair
+ * of tokens with the lowest merge index, as Hugging Face's tokenizers does (which is not
+ * always tiktoken's order: see pair_scan_merge), and the tests compare with tokenizers.
  *
  * A Vocabulary is immutable after construction and counts without the GIL, so any number
  * of threads may count with one at once.
