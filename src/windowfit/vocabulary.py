@@ -485,6 +485,8 @@ def nfkc_as_hf(text: str) -> str:
     """NFKC as ``tokenizers`` does it: this Python's, but for the characters in
     :data:`_NEWER_COMPATIBILITY`, kept (to its tables they are starters that map to
     themselves, so the text between them is normalized on its own)."""
+    if unicodedata.is_normalized("NFKC", text):  # most text: cheaper than the search
+        return text
     if _KEPT_BY_NFKC.search(text) is None:
         return unicodedata.normalize("NFKC", text)
     parts = _KEPT_BY_NFKC.split(text)  # odd parts are the kept runs
