@@ -11,6 +11,7 @@ merging by pair and merging by the joined bytes' rank disagree.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import unicodedata
 from pathlib import Path
@@ -358,12 +359,16 @@ def test_a_merge_of_tokens_not_in_the_vocab_is_refused(tmp_path: Path) -> None:
         voc.read_byte_level_bpe(path)
 
 
+def _ids(*ids: int) -> bytes:
+    return b"".join(i.to_bytes(4, sys.byteorder) for i in ids)
+
+
 @pytest.mark.parametrize(
     ("merges", "message"),
     [
         (b"\0" * 11, "triples"),
-        ((0).to_bytes(4, "little") * 2 + (900).to_bytes(4, "little"), "not in the vocabulary"),
-        ((97).to_bytes(4, "little") * 3, "is not tokens 97 and 97 joined"),
+        (_ids(0, 0, 900), "not in the vocabulary"),
+        (_ids(97, 97, 97), "is not tokens 97 and 97 joined"),
     ],
 )
 def test_the_c_type_refuses_bad_merges(merges: bytes, message: str) -> None:
@@ -375,7 +380,7 @@ def test_the_c_type_refuses_bad_merges(merges: bytes, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         voc.BPE(
             blob=b"".join(tokens),
-            offsets=b"".join(o.to_bytes(4, "little") for o in offsets),
+            offsets=b"".join(o.to_bytes(4, sys.byteorder) for o in offsets),
             categories=voc.unicode_categories(),
             pattern=voc.PATTERN_GPT2,
             merges=merges,

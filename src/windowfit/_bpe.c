@@ -987,7 +987,7 @@ next_piece(const Vocabulary *v, const Text *t, Py_ssize_t i, Py_ssize_t *state)
 /* The Python type                                                                     */
 /* ---------------------------------------------------------------------------------- */
 
-/* Merge mode: the pair table from merges (little-endian uint32 triples left, right,
+/* Merge mode: the pair table from merges (native-order uint32 triples left, right,
  * result, in merge order; a later merge of the same pair replaces an earlier one, as
  * Hugging Face's map does), each byte's token, and which tokens merge into themselves. */
 static int

@@ -32,7 +32,6 @@ import json
 import math
 import os
 import re
-import sys
 import threading
 import unicodedata
 from array import array
@@ -282,7 +281,7 @@ class ByteLevelBPE:
     """What :func:`read_byte_level_bpe` takes from a ``tokenizer.json``."""
 
     tokens: tuple[bytes, ...]  # by id; b"" for an id that is no byte string
-    merges: bytes  # (left, right, result) ids as uint32 triples, in merge order
+    merges: bytes  # (left, right, result) ids as native uint32 triples, in merge order
     pattern: int  # PATTERN_GPT2 or PATTERN_DEEPSEEK
     nfkc: bool  # the normalizer is NFKC (else none)
     added: tuple[tuple[str, bool], ...]  # added tokens: (content, matched after normalizing)
@@ -412,10 +411,6 @@ def read_byte_level_bpe(path: Path) -> ByteLevelBPE:
                 "which windowfit does not count"
             )
         added.append((content, bool(token.get("normalized"))))
-    if triples.itemsize != 4:  # pragma: no cover - every platform CPython runs on
-        raise TokenizerError("array('I') is not 4 bytes here")
-    if sys.byteorder != "little":  # pragma: no cover
-        triples.byteswap()
     return ByteLevelBPE(tuple(tokens), triples.tobytes(), pattern, nfkc, tuple(added))
 
 
@@ -426,8 +421,6 @@ def build_merge_vocabulary(bpe: ByteLevelBPE) -> _VocabularyType:
     offsets = array("I", [0])
     for token in bpe.tokens:
         offsets.append(offsets[-1] + len(token))
-    if sys.byteorder != "little":  # pragma: no cover
-        offsets.byteswap()
     try:
         return BPE(
             blob=b"".join(bpe.tokens),
