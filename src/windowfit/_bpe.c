@@ -1,6 +1,7 @@
 /*
  * windowfit._bpe: exact byte-pair-encoding token counts, in C, for tokenizers whose
- * vocabulary is a rank file (OpenAI's cl100k_base and o200k_base, Mistral's Tekken).
+ * vocabulary is a rank file (OpenAI's cl100k_base and o200k_base, Mistral's Tekken), and
+ * for byte-level BPE tokenizer.json files (DeepSeek-V3, legacy Claude).
  *
  * Why it exists: the profiles estimate a count from character classes, and a class cannot
  * see what costs most in text that is not English: whether a word is in the vocabulary.
@@ -13,6 +14,11 @@
  * and the Unicode categories come from Python (see windowfit.vocabulary), and the tests
  * compare every count with tiktoken's on arbitrary text.
  *
+ * The same holds for two Hugging Face byte-level BPE files (DeepSeek-V3's, the legacy
+ * Claude one) in the merge mode: given merges, a Vocabulary merges each piece by the pair
+ * of tokens with the lowest merge index, as Hugging Face's tokenizers does (which is not
+ * always tiktoken's order: see pair_scan_merge), and the tests compare with tokenizers.
+ *
  * A Vocabulary is immutable after construction and counts without the GIL, so any number
  * of threads may count with one at once.
  */
@@ -22,9 +28,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Unicode categories as the patterns see them (one byte per code point, from Python). */
+/* Unicode categories as the patterns see them (one byte per code point, from Python).
+ * The rank-file patterns need only codes 0-7; DeepSeek's tells punctuation and symbols
+ * apart (\p{P}, \p{S}), so its table (and only its) also holds codes 8 and 9, taken out of
+ * CAT_OTHER: every mask that holds CAT_OTHER holds them too, and the other patterns match
+ * as they did. */
 enum {
-    CAT_OTHER = 0,   /* punctuation, symbols, controls, unassigned */
+    CAT_OTHER = 0,   /* controls, unassigned (and punctuation, symbols in a 0-7 table) */
     CAT_UPPER = 1,   /* Lu, Lt */
     CAT_LOWER = 2,   /* Ll */
     CAT_LETTER = 3,  /* Lm, Lo */
@@ -32,19 +42,31 @@ enum {
     CAT_NUMBER = 5,  /* Nd, Nl, No */
     CAT_SPACE = 6,   /* White_Space but \r and \n */
     CAT_NEWLINE = 7, /* \r, \n */
-    CAT_COUNT = 8
+    CAT_COUNT = 8,
+    CAT_PUNCT = 8,   /* Pc, Pd, Ps, Pe, Pi, Pf, Po (a DeepSeek table only) */
+    CAT_SYMBOL = 9,  /* Sm, Sc, Sk, So (a DeepSeek table only) */
+    CAT_COUNT_SPLIT = 10
 };
 #define BIT(c) (1u << (c))
 #define M_LETTER (BIT(CAT_UPPER) | BIT(CAT_LOWER) | BIT(CAT_LETTER))
 #define M_SPACE (BIT(CAT_SPACE) | BIT(CAT_NEWLINE))
-#define M_OTHER (BIT(CAT_OTHER) | BIT(CAT_MARK))    /* [^\s\p{L}\p{N}] */
+#define M_PS (BIT(CAT_PUNCT) | BIT(CAT_SYMBOL))     /* [\p{P}\p{S}] */
+#define M_OTHER (BIT(CAT_OTHER) | BIT(CAT_MARK) | M_PS) /* [^\s\p{L}\p{N}] */
 #define M_PREFIX (M_OTHER | BIT(CAT_SPACE))         /* [^\r\n\p{L}\p{N}] */
 #define M_HEAD (BIT(CAT_UPPER) | BIT(CAT_LETTER) | BIT(CAT_MARK)) /* [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] */
 #define M_TAIL (BIT(CAT_LOWER) | BIT(CAT_LETTER) | BIT(CAT_MARK)) /* [\p{Ll}\p{Lm}\p{Lo}\p{M}] */
 
 /* The patterns: cl100k_base's, and o200k_base's (Tekken's is o200k's without the
- * contractions and with one digit a piece). */
-enum { PATTERN_CL100K = 0, PATTERN_O200K = 1, PATTERN_TEKKEN = 2 };
+ * contractions and with one digit a piece); GPT-2's (Hugging Face's ByteLevel
+ * pre-tokenizer: the legacy Claude tokenizer) and DeepSeek-V3's three isolating splits. */
+enum {
+    PATTERN_CL100K = 0,
+    PATTERN_O200K = 1,
+    PATTERN_TEKKEN = 2,
+    PATTERN_GPT2 = 3,
+    PATTERN_DEEPSEEK = 4,
+    PATTERN_LAST = PATTERN_DEEPSEEK
+};
 
 #define NO_RANK UINT32_MAX
 #define FILTER_BITS (1u << 22)
@@ -73,22 +95,35 @@ typedef struct {
     uint32_t size;  /* the token's length */
 } Slot;
 
+/* The merge mode (Hugging Face's BPE): a slot of the pair table says that the tokens
+ * left and right, side by side, are joined by merge number rank into token result. */
+typedef struct {
+    uint64_t key;    /* left << 32 | right */
+    uint32_t rank1;  /* merge index + 1; 0 for an empty slot */
+    uint32_t result; /* the token the pair becomes */
+} Pair;
+
 typedef struct {
     PyObject_HEAD
     PyObject *blob_obj;
     PyObject *categories_obj;
-    const unsigned char *blob;       /* every token's bytes, in rank order */
+    const unsigned char *blob;       /* every token's bytes, in rank (merge mode: id) order */
     uint32_t *offsets;               /* token r is blob[offsets[r]:offsets[r+1]] */
     uint32_t tokens;
     Slot *slots;
     uint32_t mask;
-    uint32_t *pairs;                 /* the rank of every two-byte token, by its bytes */
+    uint32_t *byte_pairs;            /* the rank of every two-byte token, by its bytes */
     uint64_t *present;               /* one bit per hash value (FILTER_BITS of them): set
                                       * where a token's hash lands; most joins a merge
                                       * asks for are not tokens, and this small table
                                       * (in cache) says so without a trip to the slots */
     const unsigned char *categories; /* code point -> CAT_* */
     int pattern;
+    /* merge mode only (pairs == NULL: rank mode) */
+    Pair *pairs;
+    uint32_t pair_mask;
+    uint32_t byte_id[256];  /* the token of each single byte */
+    unsigned char *whole;   /* whole[r]: merging token r's bytes ends in token r */
 } Vocabulary;
 
 /* ---------------------------------------------------------------------------------- */
@@ -151,11 +186,42 @@ rank_of(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
     }
 }
 
-/* Every merge starts from the ranks of a piece's byte pairs: a table of all 65,536. */
+/* Every merge by rank starts from the ranks of a piece's byte pairs: a table of all
+ * 65,536. */
 static inline uint32_t
-pair_rank(const Vocabulary *v, const unsigned char *p)
+byte_pair_rank(const Vocabulary *v, const unsigned char *p)
 {
-    return v->pairs[(uint32_t)p[0] << 8 | p[1]];
+    return v->byte_pairs[(uint32_t)p[0] << 8 | p[1]];
+}
+
+static inline uint32_t
+hash_pair(uint64_t key)
+{
+    key ^= key >> 33;
+    key *= 0xFF51AFD7ED558CCDull;
+    key ^= key >> 33;
+    key *= 0xC4CEB9FE1A85EC53ull;
+    key ^= key >> 33;
+    return (uint32_t)key;
+}
+
+/* The merge index of the pair (left, right) and the token it makes, or NO_RANK. */
+static inline uint32_t
+pair_rank(const Vocabulary *v, uint32_t left, uint32_t right, uint32_t *result)
+{
+    uint64_t key = ((uint64_t)left << 32) | right;
+    uint32_t i = hash_pair(key) & v->pair_mask;
+    for (;;) {
+        const Pair *s = &v->pairs[i];
+        if (s->rank1 == 0) {
+            return NO_RANK;
+        }
+        if (s->key == key) {
+            *result = s->result;
+            return s->rank1 - 1;
+        }
+        i = (i + 1) & v->pair_mask;
+    }
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -173,7 +239,7 @@ scan_merge(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
     /* part i starts at start[i]; rank[i] is the rank of part i joined with part i+1 */
     for (i = 0; i < parts; i++) {
         start[i] = (uint32_t)i;
-        rank[i] = i + 2 <= n ? pair_rank(v, p + i) : NO_RANK;
+        rank[i] = i + 2 <= n ? byte_pair_rank(v, p + i) : NO_RANK;
     }
     for (;;) {
         uint32_t best = NO_RANK;
@@ -274,7 +340,7 @@ heap_merge(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
     for (Py_ssize_t i = 0; i < n; i++) {
         next[i] = (uint32_t)(i + 1);
         prev[i] = i == 0 ? NO_RANK : (uint32_t)(i - 1);
-        rank[i] = i + 2 <= n ? pair_rank(v, p + i) : NO_RANK;
+        rank[i] = i + 2 <= n ? byte_pair_rank(v, p + i) : NO_RANK;
         if (rank[i] != NO_RANK) {
             heap_push(heap, &size, (Join){rank[i], (uint32_t)i});
         }
@@ -310,10 +376,125 @@ heap_merge(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
     return parts;
 }
 
+/* Hugging Face's merge (the merge mode): the piece starts as one token a byte, and the
+ * adjacent pair of tokens with the lowest merge index (the leftmost of equals) is joined
+ * into the token that merge makes, again and again, until no pair has a merge. This is not
+ * tiktoken's rule: a token that two splits can make is ranked by its pair, not by its
+ * bytes, so the two can join in another order. For p[0:n], n <= SCAN_MERGE. */
+static Py_ssize_t
+pair_scan_merge(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
+{
+    uint32_t id[SCAN_MERGE], rank[SCAN_MERGE], made[SCAN_MERGE];
+    Py_ssize_t parts = n, i;
+    /* part i is token id[i]; rank[i] is the merge of parts i and i+1, making made[i] */
+    for (i = 0; i < n; i++) {
+        id[i] = v->byte_id[p[i]];
+    }
+    for (i = 0; i + 1 < n; i++) {
+        rank[i] = pair_rank(v, id[i], id[i + 1], &made[i]);
+    }
+    rank[n - 1] = NO_RANK;
+    for (;;) {
+        uint32_t best = NO_RANK;
+        Py_ssize_t at = -1;
+        for (i = 0; i + 1 < parts; i++) {
+            if (rank[i] < best) {
+                best = rank[i];
+                at = i;
+            }
+        }
+        if (at < 0) {
+            break;
+        }
+        id[at] = made[at];
+        size_t moved = sizeof(uint32_t) * (size_t)(parts - at - 2);
+        memmove(id + at + 1, id + at + 2, moved);
+        memmove(rank + at + 1, rank + at + 2, moved);
+        memmove(made + at + 1, made + at + 2, moved);
+        parts--;
+        rank[at] = at + 1 < parts ? pair_rank(v, id[at], id[at + 1], &made[at]) : NO_RANK;
+        if (at > 0) {
+            rank[at - 1] = pair_rank(v, id[at - 1], id[at], &made[at - 1]);
+        }
+    }
+    return parts;
+}
+
+/* The same for a long piece, with the list and heap of heap_merge. An entry is current
+ * when its part's pair still has its merge index: one index is one pair of tokens, and
+ * two tokens side by side from a given byte are one span, so it is the same pair. */
+static Py_ssize_t
+pair_heap_merge(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
+{
+    uint32_t *next = (uint32_t *)PyMem_RawMalloc(sizeof(uint32_t) * (size_t)n * 5);
+    Join *heap = (Join *)PyMem_RawMalloc(sizeof(Join) * (size_t)n * 3);
+    if (next == NULL || heap == NULL) {
+        PyMem_RawFree(next);
+        PyMem_RawFree(heap);
+        return -1;
+    }
+    uint32_t *prev = next + n, *rank = next + 2 * n, *id = next + 3 * n, *made = next + 4 * n;
+    Py_ssize_t size = 0, parts = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        next[i] = (uint32_t)(i + 1);
+        prev[i] = i == 0 ? NO_RANK : (uint32_t)(i - 1);
+        id[i] = v->byte_id[p[i]];
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        rank[i] = i + 1 < n ? pair_rank(v, id[i], id[i + 1], &made[i]) : NO_RANK;
+        if (rank[i] != NO_RANK) {
+            heap_push(heap, &size, (Join){rank[i], (uint32_t)i});
+        }
+    }
+    while (size > 0) {
+        Join join = heap_pop(heap, &size);
+        uint32_t at = join.at;
+        if (rank[at] != join.rank) {
+            continue; /* stale, or a part already joined to its left (rank NO_RANK) */
+        }
+        uint32_t gone = next[at];
+        id[at] = made[at];
+        next[at] = next[gone];
+        if (next[at] < (uint32_t)n) {
+            prev[next[at]] = at;
+        }
+        rank[gone] = NO_RANK;
+        parts--;
+        uint32_t after = next[at];
+        rank[at] = after < (uint32_t)n ? pair_rank(v, id[at], id[after], &made[at]) : NO_RANK;
+        if (rank[at] != NO_RANK) {
+            heap_push(heap, &size, (Join){rank[at], at});
+        }
+        if (prev[at] != NO_RANK) {
+            uint32_t before = prev[at];
+            rank[before] = pair_rank(v, id[before], id[at], &made[before]);
+            if (rank[before] != NO_RANK) {
+                heap_push(heap, &size, (Join){rank[before], before});
+            }
+        }
+    }
+    PyMem_RawFree(next);
+    PyMem_RawFree(heap);
+    return parts;
+}
+
 static Py_ssize_t
 merge_count(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
 {
+    if (v->pairs != NULL) {
+        return n <= SCAN_MERGE ? pair_scan_merge(v, p, n) : pair_heap_merge(v, p, n);
+    }
     return n <= SCAN_MERGE ? scan_merge(v, p, n) : heap_merge(v, p, n);
+}
+
+/* Whether p[0:n] is one token without merging: in rank mode, when it is a token; in merge
+ * mode, when it is a token that merging its bytes makes (known for every token from the
+ * start), so that most words cost one look-up in either mode. */
+static inline int
+is_one_token(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
+{
+    uint32_t r = rank_of(v, p, n);
+    return r != NO_RANK && (v->whole == NULL || v->whole[r]);
 }
 
 typedef struct {
@@ -329,7 +510,7 @@ piece_count(const Vocabulary *v, const unsigned char *p, Py_ssize_t n, Cached *c
     if (n <= 1) {
         return n;
     }
-    if (rank_of(v, p, n) != NO_RANK) {
+    if (is_one_token(v, p, n)) {
         return 1;
     }
     if (n <= LONGEST_MERGE) {
@@ -356,7 +537,7 @@ piece_count(const Vocabulary *v, const unsigned char *p, Py_ssize_t n, Cached *c
         while (cut < n && cut > 1 && (p[cut] & 0xC0) == 0x80) {
             cut--; /* not inside a character (where there is one to keep whole) */
         }
-        Py_ssize_t part = rank_of(v, p, cut) != NO_RANK ? 1 : merge_count(v, p, cut);
+        Py_ssize_t part = is_one_token(v, p, cut) ? 1 : merge_count(v, p, cut);
         if (part < 0) {
             return -1;
         }
@@ -640,16 +821,192 @@ next_o200k(const Text *t, Py_ssize_t i, int contractions, int max_digits)
     return space_piece(t, i, 0);
 }
 
+/* \s+(?!\S)|\s+ at i where a whitespace character starts (GPT-2: no newline rule). */
+static Py_ssize_t
+blank_piece(const Text *t, Py_ssize_t i)
+{
+    Py_ssize_t j = i, last = i, next;
+    while (j < t->n && (BIT(cat_at(t, j, &next)) & M_SPACE)) {
+        last = j;
+        j = next;
+    }
+    if (j == t->n || last == i) {
+        return j; /* up to the end, or one character before \S */
+    }
+    return last; /* all but the last, which goes with what follows */
+}
+
+/* GPT-2's pattern, case-sensitive:
+ * 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+static Py_ssize_t
+next_gpt2(const Text *t, Py_ssize_t i)
+{
+    Py_ssize_t next, after;
+    unsigned c = cat_at(t, i, &next);
+    if (t->s[i] == '\'' && next < t->n) {
+        unsigned char c1 = t->s[next];
+        if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
+            return next + 1;
+        }
+        if (next + 1 < t->n) {
+            unsigned char c2 = t->s[next + 1];
+            if (((c1 == 'r' || c1 == 'v') && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
+                return next + 2;
+            }
+        }
+    }
+    if (t->s[i] == ' ' && next < t->n) {
+        unsigned d = cat_at(t, next, &after);
+        if (BIT(d) & M_LETTER) {
+            return run_of(t, after, M_LETTER);
+        }
+        if (d == CAT_NUMBER) {
+            return run_of(t, after, BIT(CAT_NUMBER));
+        }
+        if (BIT(d) & M_OTHER) {
+            return run_of(t, after, M_OTHER);
+        }
+    }
+    if (BIT(c) & M_LETTER) {
+        return run_of(t, next, M_LETTER);
+    }
+    if (c == CAT_NUMBER) {
+        return run_of(t, next, BIT(CAT_NUMBER));
+    }
+    if (BIT(c) & M_OTHER) {
+        return run_of(t, next, M_OTHER);
+    }
+    return blank_piece(t, i);
+}
+
+/* DeepSeek-V3's pre-tokenizer is three splits, each keeping its matches and the gaps
+ * between them as pieces, the next one splitting within each piece:
+ *   1. \p{N}{1,3}
+ *   2. [\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+
+ *   3. [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|
+ *       ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * The first two give a span (a run of digits cut in threes, a run of the CJK ranges, or
+ * what lies between them, since neither range holds a number); the third runs within it,
+ * seeing its end as the text's end. */
+#define M_LM (M_LETTER | BIT(CAT_MARK))
+/* [^\r\n\p{L}\p{P}\p{S}] */
+#define M_DS_PREFIX (BIT(CAT_OTHER) | BIT(CAT_MARK) | BIT(CAT_NUMBER) | BIT(CAT_SPACE))
+
+static inline int
+in_cjk(uint32_t c)
+{
+    return (c >= 0x4E00 && c <= 0x9FA5) || (c >= 0x3040 && c <= 0x30FF);
+}
+
+static inline int
+ascii_punct(unsigned char c)
+{
+    return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
+           (c >= 0x7B && c <= 0x7E);
+}
+
+static inline int
+ascii_alpha(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* The end of split 1 and 2's span that starts at i. */
+static Py_ssize_t
+deepseek_span(const Text *t, Py_ssize_t i)
+{
+    Py_ssize_t next, j;
+    uint32_t c = code_at(t, i, &next);
+    if (c < CODE_POINTS && t->categories[c] == CAT_NUMBER) {
+        int digits = 1;
+        j = next;
+        while (digits < 3 && j < t->n && cat_at(t, j, &next) == CAT_NUMBER) {
+            j = next;
+            digits++;
+        }
+        return j;
+    }
+    int cjk = in_cjk(c);
+    j = next;
+    while (j < t->n) {
+        c = code_at(t, j, &next);
+        if (cjk ? !in_cjk(c) : (in_cjk(c) || (c < CODE_POINTS && t->categories[c] == CAT_NUMBER))) {
+            break;
+        }
+        j = next;
+    }
+    return j;
+}
+
+/* Split 3's match at i (t->n is the span's end), or -1. */
+static Py_ssize_t
+deepseek_match(const Text *t, Py_ssize_t i)
+{
+    Py_ssize_t next, after, j;
+    unsigned c = cat_at(t, i, &next), d;
+    unsigned char b = t->s[i];
+    if (ascii_punct(b) && next < t->n && ascii_alpha(t->s[next])) {
+        for (j = next; j < t->n && ascii_alpha(t->s[j]); j++) {
+        }
+        return j;
+    }
+    if ((BIT(c) & M_DS_PREFIX) && next < t->n && (BIT(cat_at(t, next, &after)) & M_LM)) {
+        return run_of(t, after, M_LM);
+    }
+    if (BIT(c) & M_LM) {
+        return run_of(t, next, M_LM);
+    }
+    if (b == ' ' && next < t->n && (BIT(d = cat_at(t, next, &after)) & M_PS)) {
+        next = after;
+        c = d;
+    }
+    if (BIT(c) & M_PS) {
+        j = run_of(t, next, M_PS);
+        while (j < t->n && (t->s[j] == '\r' || t->s[j] == '\n')) {
+            j++;
+        }
+        return j;
+    }
+    if (BIT(c) & M_SPACE) {
+        return space_piece(t, i, 0);
+    }
+    return -1;
+}
+
+/* DeepSeek's piece at i: split 3's match there, or the gap up to its next match. *span is
+ * the end of the current span of splits 1 and 2 (0 before the first). */
+static Py_ssize_t
+next_deepseek(const Text *t, Py_ssize_t i, Py_ssize_t *span)
+{
+    if (i >= *span) {
+        *span = deepseek_span(t, i);
+    }
+    Text part = {t->s, *span, t->categories};
+    Py_ssize_t end = deepseek_match(&part, i), next;
+    if (end >= 0) {
+        return end;
+    }
+    code_at(&part, i, &next);
+    while (next < part.n && deepseek_match(&part, next) < 0) {
+        code_at(&part, next, &next);
+    }
+    return next;
+}
+
 static inline Py_ssize_t
-next_piece(const Vocabulary *v, const Text *t, Py_ssize_t i)
+next_piece(const Vocabulary *v, const Text *t, Py_ssize_t i, Py_ssize_t *state)
 {
     switch (v->pattern) {
     case PATTERN_CL100K:
         return next_cl100k(t, i);
     case PATTERN_O200K:
         return next_o200k(t, i, 1, 3);
-    default:
+    case PATTERN_TEKKEN:
         return next_o200k(t, i, 0, 1);
+    case PATTERN_GPT2:
+        return next_gpt2(t, i);
+    default:
+        return next_deepseek(t, i, state);
     }
 }
 
@@ -657,22 +1014,111 @@ next_piece(const Vocabulary *v, const Text *t, Py_ssize_t i)
 /* The Python type                                                                     */
 /* ---------------------------------------------------------------------------------- */
 
+/* Merge mode: the pair table from merges (native-order uint32 triples left, right,
+ * result, in merge order; a later merge of the same pair replaces an earlier one, as
+ * Hugging Face's map does), each byte's token, and which tokens merge into themselves. */
+static int
+build_pairs(Vocabulary *self, PyObject *merges_obj)
+{
+    Py_ssize_t size = PyBytes_GET_SIZE(merges_obj);
+    if (size % 12 != 0 || size / 12 >= (Py_ssize_t)(UINT32_MAX / 4)) {
+        PyErr_SetString(PyExc_ValueError, "merges must be 4-byte integer triples");
+        return -1;
+    }
+    uint32_t count = (uint32_t)(size / 12);
+    const unsigned char *raw = (const unsigned char *)PyBytes_AS_STRING(merges_obj);
+    uint32_t capacity = 1024;
+    while (capacity < count + count / 4u + 2u) {
+        capacity *= 2;
+    }
+    self->pairs = (Pair *)PyMem_Calloc(capacity, sizeof(Pair));
+    self->whole = (unsigned char *)PyMem_Calloc(self->tokens, 1);
+    if (self->pairs == NULL || self->whole == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->pair_mask = capacity - 1;
+    for (uint32_t m = 0; m < count; m++) {
+        uint32_t triple[3];
+        memcpy(triple, raw + (size_t)m * 12, 12);
+        for (int k = 0; k < 3; k++) {
+            if (triple[k] >= self->tokens) {
+                PyErr_Format(PyExc_ValueError, "merge %u: token %u is not in the vocabulary", m,
+                             triple[k]);
+                return -1;
+            }
+        }
+        const uint32_t *o = self->offsets;
+        uint32_t left = o[triple[0] + 1] - o[triple[0]], right = o[triple[1] + 1] - o[triple[1]];
+        if (left == 0 || right == 0 || o[triple[2] + 1] - o[triple[2]] != left + right ||
+            memcmp(self->blob + o[triple[2]], self->blob + o[triple[0]], left) != 0 ||
+            memcmp(self->blob + o[triple[2]] + left, self->blob + o[triple[1]], right) != 0) {
+            PyErr_Format(PyExc_ValueError, "merge %u: token %u is not tokens %u and %u joined", m,
+                         triple[2], triple[0], triple[1]);
+            return -1;
+        }
+        uint64_t key = ((uint64_t)triple[0] << 32) | triple[1];
+        uint32_t i = hash_pair(key) & self->pair_mask;
+        while (self->pairs[i].rank1 != 0 && self->pairs[i].key != key) {
+            i = (i + 1) & self->pair_mask;
+        }
+        self->pairs[i].key = key;
+        self->pairs[i].rank1 = m + 1;
+        self->pairs[i].result = triple[2];
+    }
+    for (int byte = 0; byte < 256; byte++) {
+        unsigned char one = (unsigned char)byte;
+        uint32_t r = rank_of(self, &one, 1);
+        if (r == NO_RANK) {
+            PyErr_Format(PyExc_ValueError, "byte %d is not a token", byte);
+            return -1;
+        }
+        self->byte_id[byte] = r;
+    }
+    for (uint32_t r = 0; r < self->tokens; r++) {
+        Py_ssize_t n = (Py_ssize_t)(self->offsets[r + 1] - self->offsets[r]);
+        if (n == 1) {
+            self->whole[r] = 1;
+        } else if (n > 1) {
+            Py_ssize_t parts = merge_count(self, self->blob + self->offsets[r], n);
+            if (parts < 0) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            self->whole[r] = parts == 1;
+        }
+    }
+    return 0;
+}
+
 static int
 Vocabulary_init(Vocabulary *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"blob", "offsets", "categories", "pattern", NULL};
-    PyObject *blob, *offsets_obj, *categories;
-    int pattern;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$SSSi", keywords, &blob, &offsets_obj,
-                                     &categories, &pattern)) {
+    static char *keywords[] = {"blob", "offsets", "categories", "pattern", "merges", NULL};
+    PyObject *blob = NULL, *offsets_obj = NULL, *categories = NULL, *merges = Py_None;
+    int pattern = -1;
+    /* "|$": every argument keyword-only; all but merges are checked for below */
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$SSSiO", keywords, &blob, &offsets_obj,
+                                     &categories, &pattern, &merges)) {
         return -1;
     }
-    if (self->slots != NULL) {
+    if (blob == NULL || offsets_obj == NULL || categories == NULL ||
+        (kwargs == NULL || PyDict_GetItemString(kwargs, "pattern") == NULL)) {
+        PyErr_SetString(PyExc_TypeError, "Vocabulary() needs blob, offsets, categories and pattern");
+        return -1;
+    }
+    if (self->slots != NULL || self->offsets != NULL) {
         PyErr_SetString(PyExc_TypeError, "a Vocabulary is built once");
         return -1;
     }
-    if (pattern < PATTERN_CL100K || pattern > PATTERN_TEKKEN) {
-        PyErr_Format(PyExc_ValueError, "pattern must be 0, 1 or 2, not %d", pattern);
+    if (merges != Py_None && !PyBytes_Check(merges)) {
+        PyErr_Format(PyExc_TypeError, "merges must be bytes or None, not %.100s",
+                     Py_TYPE(merges)->tp_name);
+        return -1;
+    }
+    int merge_mode = merges != Py_None;
+    if (pattern < PATTERN_CL100K || pattern > PATTERN_LAST) {
+        PyErr_Format(PyExc_ValueError, "pattern must be 0 to %d, not %d", PATTERN_LAST, pattern);
         return -1;
     }
     if (PyBytes_GET_SIZE(categories) != CODE_POINTS) {
@@ -680,11 +1126,13 @@ Vocabulary_init(Vocabulary *self, PyObject *args, PyObject *kwargs)
                      PyBytes_GET_SIZE(categories));
         return -1;
     }
+    /* only DeepSeek's pattern tells punctuation and symbols from the rest */
+    int categories_limit = pattern == PATTERN_DEEPSEEK ? CAT_COUNT_SPLIT : CAT_COUNT;
     const unsigned char *cats = (const unsigned char *)PyBytes_AS_STRING(categories);
     for (Py_ssize_t c = 0; c < CODE_POINTS; c++) {
-        if (cats[c] >= CAT_COUNT) {
-            PyErr_Format(PyExc_ValueError, "category %d of U+%04x is not one of 0-7",
-                         (int)cats[c], (int)c);
+        if (cats[c] >= categories_limit) {
+            PyErr_Format(PyExc_ValueError, "category %d of U+%04x is not one of 0-%d",
+                         (int)cats[c], (int)c, categories_limit - 1);
             return -1;
         }
     }
@@ -702,7 +1150,10 @@ Vocabulary_init(Vocabulary *self, PyObject *args, PyObject *kwargs)
     }
     memcpy(offsets, PyBytes_AS_STRING(offsets_obj), (size_t)offsets_size);
     for (uint32_t r = 0; r < tokens; r++) {
-        if (offsets[r] >= offsets[r + 1] || (Py_ssize_t)offsets[r + 1] > blob_size) {
+        /* in merge mode a token may be empty: an id that is no byte string (a special
+         * token's), which no merge makes */
+        if (offsets[r] > offsets[r + 1] || (offsets[r] == offsets[r + 1] && !merge_mode) ||
+            (Py_ssize_t)offsets[r + 1] > blob_size) {
             PyErr_Format(PyExc_ValueError, "token %u: offsets %u..%u are not a token of the blob",
                          r, offsets[r], offsets[r + 1]);
             PyMem_Free(offsets);
@@ -724,9 +1175,9 @@ Vocabulary_init(Vocabulary *self, PyObject *args, PyObject *kwargs)
     self->tokens = tokens;
     self->slots = slots;
     self->mask = capacity - 1;
-    self->pairs = (uint32_t *)PyMem_Malloc(sizeof(uint32_t) * 65536);
+    self->byte_pairs = (uint32_t *)PyMem_Malloc(sizeof(uint32_t) * 65536);
     uint64_t *present = (uint64_t *)PyMem_Calloc(FILTER_BITS / 64, sizeof(uint64_t));
-    if (self->pairs == NULL || present == NULL) {
+    if (self->byte_pairs == NULL || present == NULL) {
         PyMem_Free(present);
         PyErr_NoMemory();
         return -1; /* dealloc frees what is held */
@@ -734,6 +1185,9 @@ Vocabulary_init(Vocabulary *self, PyObject *args, PyObject *kwargs)
     for (uint32_t r = 0; r < tokens; r++) {
         const unsigned char *key = self->blob + offsets[r];
         Py_ssize_t n = (Py_ssize_t)(offsets[r + 1] - offsets[r]);
+        if (n == 0) {
+            continue;
+        }
         if (rank_of(self, key, n) != NO_RANK) {
             PyErr_Format(PyExc_ValueError, "token %u is also an earlier token", r);
             PyMem_Free(present); /* (not held yet: dealloc frees the rest) */
@@ -748,14 +1202,17 @@ Vocabulary_init(Vocabulary *self, PyObject *args, PyObject *kwargs)
         slots[i].size = (uint32_t)n;
     }
     for (uint32_t r = 0; r < tokens; r++) {
-        uint32_t bit = (hash_bytes(self->blob + offsets[r], (Py_ssize_t)(offsets[r + 1] - offsets[r])) >> 7) &
-                       (FILTER_BITS - 1);
+        Py_ssize_t n = (Py_ssize_t)(offsets[r + 1] - offsets[r]);
+        uint32_t bit = (hash_bytes(self->blob + offsets[r], n) >> 7) & (FILTER_BITS - 1);
         present[bit >> 6] |= (uint64_t)1 << (bit & 63);
     }
     self->present = present; /* (set last: rank_of does without it while building) */
     for (uint32_t pair = 0; pair < 65536; pair++) {
         unsigned char two[2] = {(unsigned char)(pair >> 8), (unsigned char)pair};
-        self->pairs[pair] = rank_of(self, two, 2);
+        self->byte_pairs[pair] = rank_of(self, two, 2);
+    }
+    if (merge_mode && build_pairs(self, merges) < 0) {
+        return -1; /* dealloc frees what is held */
     }
     Py_INCREF(blob);
     Py_INCREF(categories);
@@ -772,7 +1229,9 @@ Vocabulary_dealloc(Vocabulary *self)
     PyMem_Free(self->offsets);
     PyMem_Free(self->slots);
     PyMem_Free(self->pairs);
+    PyMem_Free(self->byte_pairs);
     PyMem_Free(self->present);
+    PyMem_Free(self->whole);
     Py_XDECREF(self->blob_obj);
     Py_XDECREF(self->categories_obj);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -801,11 +1260,11 @@ Vocabulary_count(Vocabulary *self, PyObject *data)
     }
     Text t = {(const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
               self->categories};
-    Py_ssize_t total = 0, i = 0;
+    Py_ssize_t total = 0, i = 0, state = 0;
     Py_BEGIN_ALLOW_THREADS
     Cached *cache = t.n > CACHE_ABOVE ? (Cached *)PyMem_RawCalloc(CACHE_SLOTS, sizeof(Cached)) : NULL;
     while (i < t.n) {
-        Py_ssize_t end = next_piece(self, &t, i);
+        Py_ssize_t end = next_piece(self, &t, i, &state);
         Py_ssize_t tokens = piece_count(self, t.s + i, end - i, cache);
         if (tokens < 0) {
             total = -1;
@@ -836,9 +1295,9 @@ Vocabulary_pieces(Vocabulary *self, PyObject *data)
     Text t = {(const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
               self->categories};
     PyObject *out = PyList_New(0);
-    Py_ssize_t i = 0;
+    Py_ssize_t i = 0, state = 0;
     while (out != NULL && i < t.n) {
-        Py_ssize_t end = next_piece(self, &t, i);
+        Py_ssize_t end = next_piece(self, &t, i, &state);
         PyObject *piece = PyBytes_FromStringAndSize((const char *)t.s + i, end - i);
         if (piece == NULL || PyList_Append(out, piece) < 0) {
             Py_XDECREF(piece);

@@ -2,7 +2,15 @@ from typing import final
 
 @final
 class Vocabulary:
-    def __init__(self, *, blob: bytes, offsets: bytes, categories: bytes, pattern: int) -> None: ...
+    def __init__(
+        self,
+        *,
+        blob: bytes,
+        offsets: bytes,
+        categories: bytes,
+        pattern: int,
+        merges: bytes | None = None,
+    ) -> None: ...
     def count(self, data: bytes, /) -> int: ...
     def pieces(self, data: bytes, /) -> list[bytes]: ...
     def rank(self, token: bytes, /) -> int: ...

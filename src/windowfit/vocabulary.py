@@ -14,6 +14,9 @@ Two things live here:
   and merges by rank as tiktoken does: tiktoken's numbers (the tests compare them on
   arbitrary text), without tiktoken. The rank files come from the PyPI packages that ship
   them (``litellm``, ``mistral-common``) or tiktoken's cache; nothing is downloaded.
+  It also counts with the two byte-level BPE ``tokenizer.json`` files litellm ships
+  (DeepSeek-V3's, and the legacy Claude one), merging by pair as Hugging Face's
+  ``tokenizers`` does: its numbers, without it.
 * :class:`CheckedEstimator`: the family's profile, checked by its vocabulary. A short text
   is counted exactly; a long one gets the profile's estimate times what the vocabulary
   counts over the profile on windows spread through it (and a margin), which costs a small
@@ -26,9 +29,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import itertools
+import json
 import math
 import os
+import re
 import sys
 import threading
 import unicodedata
@@ -52,6 +58,10 @@ if TYPE_CHECKING:
 
 #: The category codes of ``_bpe.c`` (one byte per code point).
 OTHER, UPPER, LOWER, LETTER, MARK, NUMBER, SPACE, NEWLINE = range(8)
+#: Punctuation and symbols, apart from OTHER only in DeepSeek's table
+#: (``unicode_categories(punctuation=True)``): its pattern tells ``\p{P}`` from ``\p{S}``
+#: and both from controls, which no other pattern does.
+PUNCTUATION, SYMBOL = 8, 9
 
 _CATEGORY_CODES = {
     "Lu": UPPER,
@@ -79,13 +89,19 @@ _ASSIGNED = ((0x0, 0x40000), (0xE0000, 0xE1000))
 CODE_POINTS = 0x110000
 
 
-@lru_cache(maxsize=1)
-def unicode_categories() -> bytes:
+@lru_cache(maxsize=2)
+def unicode_categories(punctuation: bool = False) -> bytes:
     """Every code point's category code, from this Python's :mod:`unicodedata`
     (about 60 ms, once a process). A character assigned in a later Unicode version than
-    this Python's is punctuation here, and may be split otherwise by tiktoken's tables."""
+    this Python's is punctuation here, and may be split otherwise by tiktoken's tables.
+    With ``punctuation``, P* and S* characters have codes of their own (DeepSeek's
+    pattern); the rank-file patterns' table keeps codes 0-7."""
     table = bytearray(CODE_POINTS)
-    category, codes = unicodedata.category, _CATEGORY_CODES
+    category = unicodedata.category
+    codes = dict(_CATEGORY_CODES)
+    if punctuation:
+        codes.update(dict.fromkeys(("Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po"), PUNCTUATION))
+        codes.update(dict.fromkeys(("Sm", "Sc", "Sk", "So"), SYMBOL))
     for start, stop in _ASSIGNED:
         table[start:stop] = bytes(codes.get(category(chr(c)), OTHER) for c in range(start, stop))
     for c in WHITE_SPACE:
@@ -98,7 +114,7 @@ def unicode_categories() -> bytes:
 # ---------------------------------------------------------------------------------------
 
 #: Pattern ids of ``_bpe.c``.
-PATTERN_CL100K, PATTERN_O200K, PATTERN_TEKKEN = 0, 1, 2
+PATTERN_CL100K, PATTERN_O200K, PATTERN_TEKKEN, PATTERN_GPT2, PATTERN_DEEPSEEK = range(5)
 
 
 def _find_bpe() -> type[_VocabularyType] | None:
@@ -116,13 +132,35 @@ BPE: type[_VocabularyType] | None = _find_bpe()
 
 
 @dataclass(frozen=True)
-class _Family:
-    """Where a family's vocabulary comes from and which pattern splits its text."""
+class _Counting:
+    """A loaded vocabulary and how a text is counted with it."""
 
-    pattern: int
+    vocabulary: _VocabularyType
+    count: Callable[[str], int]
+    #: the C counter takes a text's UTF-8 bytes as they are (rank files; a tokenizer.json
+    #: first finds added tokens and normalizes, which work on text)
+    takes_bytes: bool
+
+
+@dataclass(frozen=True)
+class _Family:
+    """Where a family's vocabulary comes from and how it is loaded into a counter."""
+
     find: Callable[[], Path | None]
-    read: Callable[[Path], Sequence[bytes]]  # the tokens in rank order
+    load: Callable[[Path], _Counting]
     package: str  # the PyPI package that ships the file
+
+
+def _rank_file(
+    read: Callable[[Path], Sequence[bytes]], pattern: int
+) -> Callable[[Path], _Counting]:
+    """Loading a rank file: ``read`` gives its tokens in rank order."""
+
+    def load(path: Path) -> _Counting:
+        vocabulary = build_vocabulary(read(path), pattern)
+        return _Counting(vocabulary, lambda text: vocabulary.count(_utf8(text)), True)
+
+    return load
 
 
 def _openai(encoding: str) -> _Family:
@@ -137,7 +175,9 @@ def _openai(encoding: str) -> _Family:
         return tokens
 
     pattern = PATTERN_O200K if spec.family == "o200k" else PATTERN_CL100K
-    return _Family(pattern, lambda: tokenizers._bundled_openai_file(spec), read, "litellm")
+    return _Family(
+        lambda: tokenizers._bundled_openai_file(spec), _rank_file(read, pattern), "litellm"
+    )
 
 
 def read_rank_file(data: bytes, source: str = "<data>") -> list[bytes]:
@@ -176,13 +216,27 @@ def _tekken() -> _Family:
     def read(path: Path) -> Sequence[bytes]:
         return ranks_in_order(tokenizers.read_tekken(path).ranks)
 
-    return _Family(PATTERN_TEKKEN, find, read, "mistral-common")
+    return _Family(find, _rank_file(read, PATTERN_TEKKEN), "mistral-common")
+
+
+def _hugging_face(backend: str) -> _Family:
+    from . import tokenizers
+
+    def find() -> Path | None:
+        return tokenizers._find_in_package("litellm", tokenizers._HF_BUNDLED[backend])
+
+    return _Family(find, lambda path: _hf_counting(read_byte_level_bpe(path)), "litellm")
 
 
 _FAMILIES: dict[str, Callable[[], _Family]] = {
     "o200k": lambda: _openai("o200k_base"),
     "cl100k": lambda: _openai("cl100k_base"),
     "tekken": _tekken,
+    # Hugging Face tokenizer.json files. "claude-legacy" is a backend's name, not a profile
+    # family's: the claude profile is for Claude 3 and later, whose tokenizer is not
+    # public, so find_vocabulary("claude") stays None and only this name finds the file.
+    "deepseek": lambda: _hugging_face("deepseek"),
+    "claude-legacy": lambda: _hugging_face("claude-legacy"),
 }
 
 #: The families a vocabulary can count for.
@@ -192,11 +246,8 @@ VOCABULARY_FAMILIES = tuple(_FAMILIES)
 def build_vocabulary(tokens: Sequence[bytes], pattern: int) -> _VocabularyType:
     """The C counter for ``tokens`` in rank order (token i has rank i), split by
     ``pattern`` (:data:`PATTERN_CL100K`, :data:`PATTERN_O200K`, :data:`PATTERN_TEKKEN`)."""
-    if BPE is None:
-        raise TokenizerError(
-            "exact vocabulary counts need windowfit's C speedup (windowfit._bpe), which is "
-            f"not built here or is turned off by {DISABLE_VARIABLE}"
-        )
+    _require_bpe()
+    assert BPE is not None
     if not all(isinstance(token, bytes) and token for token in tokens):
         raise TokenizerError("a vocabulary's tokens must be non-empty bytes")
     offsets = array("I", [0])
@@ -222,6 +273,14 @@ def ranks_in_order(ranks: Mapping[bytes, int]) -> list[bytes]:
     return tokens
 
 
+def _require_bpe() -> None:
+    if BPE is None:
+        raise TokenizerError(
+            "exact vocabulary counts need windowfit's C speedup (windowfit._bpe), which is "
+            f"not built here or is turned off by {DISABLE_VARIABLE}"
+        )
+
+
 def _utf8(text: str) -> bytes:
     try:
         return text.encode("utf-8")
@@ -229,11 +288,287 @@ def _utf8(text: str) -> bytes:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode()
 
 
+# ---------------------------------------------------------------------------------------
+# Hugging Face byte-level BPE files (tokenizer.json)
+# ---------------------------------------------------------------------------------------
+
+
+def byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's stand-ins for the 256 bytes (character -> byte), which byte-level
+    ``tokenizer.json`` files spell their tokens in: a printable byte stands for itself,
+    and the others (controls, space, the non-printing Latin-1 ones) take U+0100 onwards
+    in byte order, so that every token is a printable string."""
+    printable = {*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)}
+    alphabet = {chr(b): b for b in sorted(printable)}
+    stand_in = 0x100
+    for b in range(256):
+        if b not in printable:
+            alphabet[chr(stand_in)] = b
+            stand_in += 1
+    return alphabet
+
+
+#: DeepSeek-V3's pre-tokenizer, split by split (each "Isolated"), then ByteLevel without
+#: its regex: the one ``_bpe.c``'s PATTERN_DEEPSEEK scans.
+DEEPSEEK_SPLITS = (
+    r"\p{N}{1,3}",
+    "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?"
+    "[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+)
+
+
+@dataclass(frozen=True)
+class ByteLevelBPE:
+    """What :func:`read_byte_level_bpe` takes from a ``tokenizer.json``."""
+
+    tokens: tuple[bytes, ...]  # by id; b"" for an id that is no byte string
+    merges: bytes  # (left, right, result) ids as native uint32 triples, in merge order
+    pattern: int  # PATTERN_GPT2 or PATTERN_DEEPSEEK
+    nfkc: bool  # the normalizer is NFKC (else none)
+    added: tuple[tuple[str, bool], ...]  # added tokens: (content, matched after normalizing)
+
+
+def _pattern_of(pre: object, where: str) -> int:
+    """The scanner for a pre-tokenizer, or a TokenizerError naming what is not known."""
+    if isinstance(pre, dict) and pre.get("type") == "ByteLevel":
+        if pre.get("add_prefix_space") or not pre.get("use_regex", True):
+            raise TokenizerError(
+                f"{where}: a ByteLevel pre-tokenizer that adds a prefix space or does "
+                "without its regex is not one windowfit can count with"
+            )
+        return PATTERN_GPT2
+    if isinstance(pre, dict) and pre.get("type") == "Sequence":
+        steps = pre.get("pretokenizers")
+        if isinstance(steps, list) and len(steps) == len(DEEPSEEK_SPLITS) + 1:
+            splits = [
+                step.get("pattern", {}).get("Regex")
+                for step in steps[:-1]
+                if isinstance(step, dict)
+                and step.get("type") == "Split"
+                and step.get("behavior") == "Isolated"
+                and not step.get("invert")
+                and isinstance(step.get("pattern"), dict)
+            ]
+            last = steps[-1]
+            if (
+                tuple(splits) == DEEPSEEK_SPLITS
+                and isinstance(last, dict)
+                and last.get("type") == "ByteLevel"
+                and not last.get("add_prefix_space")
+                and last.get("use_regex") is False
+            ):
+                return PATTERN_DEEPSEEK
+    kind = pre.get("type") if isinstance(pre, dict) else pre
+    raise TokenizerError(
+        f"{where}: its pre-tokenizer ({kind}) is neither GPT-2's ByteLevel nor DeepSeek-V3's "
+        "splits, the two windowfit can count with"
+    )
+
+
+def _nfkc_of(normalizer: object, where: str) -> bool:
+    if normalizer is None:
+        return False
+    if isinstance(normalizer, dict):
+        steps = [normalizer]
+        if normalizer.get("type") == "Sequence":
+            inner = normalizer.get("normalizers")
+            steps = inner if isinstance(inner, list) else [normalizer]
+        kinds = [step.get("type") if isinstance(step, dict) else step for step in steps]
+        if kinds == []:
+            return False
+        if kinds == ["NFKC"]:
+            return True
+    raise TokenizerError(f"{where}: only an NFKC normalizer, or none, can be counted with")
+
+
+def read_byte_level_bpe(path: Path) -> ByteLevelBPE:
+    """The vocabulary, merges and text handling of a Hugging Face ``tokenizer.json``,
+    refusing (:class:`~windowfit.errors.TokenizerError`, saying what) anything but a
+    byte-level BPE model whose pre-tokenizer ``_bpe.c`` has a scanner for: another model
+    or normalizer would count differently, and a wrong count must not look exact."""
+    from . import tokenizers
+
+    where = str(path)
+    try:
+        data = json.loads(tokenizers._read_bytes(path))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise TokenizerError(f"{where}: not a tokenizer.json ({exc})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+        raise TokenizerError(f"{where}: not a tokenizer.json (no model)")
+    model = data["model"]
+    if model.get("type") != "BPE":
+        raise TokenizerError(f"{where}: a {model.get('type')} model, not BPE")
+    for option in ("dropout", "continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(option):
+            raise TokenizerError(f"{where}: a BPE model with {option} is not counted here")
+    if model.get("byte_fallback") or model.get("ignore_merges"):
+        raise TokenizerError(f"{where}: byte_fallback and ignore_merges are not counted here")
+    pattern = _pattern_of(data.get("pre_tokenizer"), where)
+    nfkc = _nfkc_of(data.get("normalizer"), where)
+    vocab, merges = model.get("vocab"), model.get("merges")
+    if not isinstance(vocab, dict) or not isinstance(merges, list) or not vocab:
+        raise TokenizerError(f"{where}: the BPE model has no vocab or no merges")
+    ids = list(vocab.values())
+    if not all(isinstance(i, int) and 0 <= i < 1 << 24 for i in ids) or len(set(ids)) != len(ids):
+        raise TokenizerError(f"{where}: the vocab's ids are not distinct small integers")
+    alphabet = byte_level_alphabet()
+    # each stand-in to the Latin-1 character of its byte, and every other character below
+    # U+0100 out of Latin-1, so that encoding fails exactly for a string that is not bytes
+    to_latin1 = {c: "\uffff" for c in range(0x100)}
+    to_latin1.update({ord(c): chr(b) for c, b in alphabet.items()})
+    tokens = [b""] * (max(ids) + 1)
+    for string, i in vocab.items():
+        # a string that is not bytes (a special token's, which no text spells) stays b""
+        with contextlib.suppress(UnicodeEncodeError):
+            tokens[i] = string.translate(to_latin1).encode("latin-1")
+    missing = [b for c, b in alphabet.items() if c not in vocab]
+    if missing:
+        raise TokenizerError(
+            f"{where}: not every byte is a token (byte 0x{missing[0]:02X} is not), so a "
+            "count would drop characters"
+        )
+    triples = array("I")
+    for number, merge in enumerate(merges):
+        pair = merge.split(" ") if isinstance(merge, str) else merge
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise TokenizerError(f"{where}: merge {number} ({merge!r}) is not two tokens")
+        left, right = pair
+        try:
+            ids3 = (vocab[left], vocab[right], vocab[left + right])
+        except (KeyError, TypeError):
+            raise TokenizerError(
+                f"{where}: merge {number} ({merge!r}) is not of vocab tokens"
+            ) from None
+        if tokens[ids3[0]] and tokens[ids3[1]]:  # else bytes never make it
+            triples.extend(ids3)
+    added = []
+    for token in data.get("added_tokens") or ():
+        content = token.get("content") if isinstance(token, dict) else None
+        if not isinstance(content, str) or not content:
+            raise TokenizerError(f"{where}: an added token without content")
+        if token.get("single_word") or token.get("lstrip") or token.get("rstrip"):
+            raise TokenizerError(
+                f"{where}: added token {content!r} is single_word, lstrip or rstrip, "
+                "which windowfit does not count"
+            )
+        added.append((content, bool(token.get("normalized"))))
+    return ByteLevelBPE(tuple(tokens), triples.tobytes(), pattern, nfkc, tuple(added))
+
+
+def build_merge_vocabulary(bpe: ByteLevelBPE) -> _VocabularyType:
+    """The C counter in merge mode for a read ``tokenizer.json``."""
+    _require_bpe()
+    assert BPE is not None
+    offsets = array("I", [0])
+    for token in bpe.tokens:
+        offsets.append(offsets[-1] + len(token))
+    try:
+        return BPE(
+            blob=b"".join(bpe.tokens),
+            offsets=offsets.tobytes(),
+            categories=unicode_categories(punctuation=bpe.pattern == PATTERN_DEEPSEEK),
+            pattern=bpe.pattern,
+            merges=bpe.merges,
+        )
+    except ValueError as exc:
+        raise TokenizerError(f"not a byte-level BPE vocabulary: {exc}") from exc
+
+
+def _splitter(contents: list[str]) -> Callable[[str], list[tuple[str, bool]]]:
+    """Text cut at the added tokens ``contents`` (True for an added token's part), the
+    leftmost and at one place the longest, as Hugging Face matches them; a text holding
+    none of their first characters is not searched."""
+    if not contents:
+        return lambda text: [(text, False)]
+    firsts = tuple({content[0] for content in contents})
+    pattern = re.compile("|".join(map(re.escape, sorted(contents, key=len, reverse=True))))
+
+    def split(text: str) -> list[tuple[str, bool]]:
+        if not any(first in text for first in firsts):
+            return [(text, False)]
+        parts: list[tuple[str, bool]] = []
+        at = 0
+        for match in pattern.finditer(text):
+            if match.start() > at:
+                parts.append((text[at : match.start()], False))
+            parts.append((match.group(), True))
+            at = match.end()
+        if at < len(text):
+            parts.append((text[at:], False))
+        return parts
+
+    return split
+
+
+#: Characters whose compatibility mappings are newer than the Unicode tables Hugging
+#: Face's ``tokenizers`` normalizes with (about 12.0, in tokenizers 0.23): its NFKC leaves
+#: them as they are, so windowfit's does too. Measured on every character this Python
+#: (Unicode 14) knows (tests/test_vocabulary_hf.py compares them all), with the Unicode 15
+#: Cyrillic modifier letters added for a newer Python.
+_NEWER_COMPATIBILITY = (
+    (0x32FF, 0x32FF), (0xA7F2, 0xA7F4), (0xAB69, 0xAB69), (0x10781, 0x10785),
+    (0x10787, 0x107B0), (0x107B2, 0x107BA), (0x1F16C, 0x1F16C), (0x1FBF0, 0x1FBF9),
+    (0x1E030, 0x1E06D),
+)  # fmt: skip
+_KEPT_BY_NFKC = re.compile(
+    "([" + "".join(f"{chr(a)}-{chr(b)}" for a, b in _NEWER_COMPATIBILITY) + "]+)"
+)
+
+
+def nfkc_as_hf(text: str) -> str:
+    """NFKC as ``tokenizers`` does it: this Python's, but for the characters in
+    :data:`_NEWER_COMPATIBILITY`, kept (to its tables they are starters that map to
+    themselves, so the text between them is normalized on its own)."""
+    if unicodedata.is_normalized("NFKC", text):  # most text: cheaper than the search
+        return text
+    if _KEPT_BY_NFKC.search(text) is None:
+        return unicodedata.normalize("NFKC", text)
+    parts = _KEPT_BY_NFKC.split(text)  # odd parts are the kept runs
+    return "".join(
+        part if k % 2 else unicodedata.normalize("NFKC", part) for k, part in enumerate(parts)
+    )
+
+
+def _hf_counting(bpe: ByteLevelBPE) -> _Counting:
+    """Counting as ``tokenizers`` encodes without special tokens added: the added tokens
+    are found first (one token each, special or not: Hugging Face finds them in the text
+    either way), those matched before normalizing in the raw text; the rest is normalized
+    (NFKC: this Python's unicodedata), cut at the added tokens matched after normalizing,
+    and each part counted by the C counter."""
+    vocabulary = build_merge_vocabulary(bpe)
+    raw = _splitter([content for content, normalized in bpe.added if not normalized])
+    normalized = _splitter([content for content, normalized in bpe.added if normalized])
+    nfkc, count = bpe.nfkc, vocabulary.count
+
+    def count_text(text: str) -> int:
+        total = 0
+        for part, added in raw(text):
+            if added:
+                total += 1
+                continue
+            if nfkc and not part.isascii():
+                part = nfkc_as_hf(part)
+            for piece, added_after in normalized(part):
+                total += 1 if added_after else count(_utf8(piece))
+        return total
+
+    return _Counting(vocabulary, count_text, False)
+
+
+# ---------------------------------------------------------------------------------------
+# The counter
+# ---------------------------------------------------------------------------------------
+
+
 class VocabularyCounter(Estimator):
-    """Exact counts for ``family`` (``o200k``, ``cl100k`` or ``tekken``) from its rank
-    file: the same numbers as tiktoken's ``encode_ordinary`` (special-token strings count
-    as text), computed in C without the GIL. Without ``path`` the file is the one the
-    family's package ships (``litellm``, ``mistral-common``) or tiktoken's cache holds.
+    """Exact counts for ``family`` from its vocabulary file, computed in C without the
+    GIL. ``o200k``, ``cl100k``, ``tekken``: from the rank file, tiktoken's numbers
+    (``encode_ordinary``: special-token strings count as text). ``deepseek``,
+    ``claude-legacy``: from the ``tokenizer.json``, the numbers of Hugging Face's
+    ``tokenizers`` without special tokens added (an added token's string in the text is
+    one token, as there). Without ``path`` the file is the one the family's package ships
+    (``litellm``, ``mistral-common``) or tiktoken's cache holds.
 
     Raises :class:`~windowfit.errors.TokenizerError` when the file cannot be found or read,
     or when the C speedup is not built; :class:`~windowfit.errors.SettingsError` for a
@@ -259,31 +594,37 @@ class VocabularyCounter(Estimator):
             source = Path(path).expanduser()
             if not source.is_file():
                 raise TokenizerError(f"{source}: no such file")
-        self._vocabulary = _load(family, source, spec)
+        counting = _load(family, source, spec)
+        self._vocabulary = counting.vocabulary
+        self._count = counting.count
+        self._takes_bytes = counting.takes_bytes
         self.family = family
         self.source = source
         self.name = f"vocabulary:{family}"
 
     def estimate(self, text: str) -> int:
-        return self._vocabulary.count(_utf8(text)) if text else 0
+        return self._count(text) if text else 0
 
     def count_bytes(self, data: bytes) -> int:
         """Tokens in UTF-8 ``data`` (what :meth:`estimate` counts after encoding)."""
-        return self._vocabulary.count(data)
+        if self._takes_bytes:
+            return self._vocabulary.count(data)
+        return self.estimate(data.decode("utf-8", "replace"))
 
 
-_LOADED: dict[tuple[str, Path], _VocabularyType] = {}
+_LOADED: dict[tuple[str, Path], _Counting] = {}
 _LOADED_LOCK = threading.Lock()
 
 
-def _load(family: str, source: Path, spec: _Family) -> _VocabularyType:
+def _load(family: str, source: Path, spec: _Family) -> _Counting:
     key = (family, source.resolve())
     with _LOADED_LOCK:  # one load a file, however many threads ask at once
-        vocabulary = _LOADED.get(key)
-        if vocabulary is None:
-            vocabulary = build_vocabulary(spec.read(source), spec.pattern)
-            _LOADED[key] = vocabulary
-    return vocabulary
+        counting = _LOADED.get(key)
+        if counting is None:
+            _require_bpe()
+            counting = spec.load(source)
+            _LOADED[key] = counting
+    return counting
 
 
 _FOUND: dict[str, VocabularyCounter | None] = {}
@@ -291,7 +632,8 @@ _FOUND: dict[str, VocabularyCounter | None] = {}
 
 def find_vocabulary(family: str) -> VocabularyCounter | None:
     """The family's :class:`VocabularyCounter` when its file and the C speedup are here;
-    ``None`` otherwise (and for families without a rank file: claude, deepseek)."""
+    ``None`` otherwise (and for families without a vocabulary file: claude, whose legacy
+    tokenizer is the ``claude-legacy`` counter's, not Claude 3's)."""
     if family not in _FAMILIES:
         return None
     if family not in _FOUND:
@@ -323,12 +665,21 @@ WINDOW_EVERY = 16_384
 SAMPLE_MARGIN = 1.08
 
 
-#: The profile families checked by another tokenizer's vocabulary, and by how much more
-#: the family counts than that tokenizer. Claude's tokenizer is not public: its profile's
-#: shape comes from the legacy Claude tokenizer, its level from today's models' counts,
-#: which the profile puts at least 1.137 times the legacy tokenizer's on every real text
-#: (RESULTS.md, "Every text, every family"). So the legacy vocabulary checks it, scaled.
-REFERENCE_OF_FAMILY: Mapping[str, tuple[str, float]] = {"claude": ("claude-legacy", 1.137)}
+#: The families whose check is scaled: the vocabulary that checks each, and how much more
+#: the provider counts than that vocabulary.
+#:
+#: * claude: Claude's tokenizer is not public. Its profile's shape comes from the legacy
+#:   Claude tokenizer and its level from today's models' counts, which put it at least
+#:   1.137 times the legacy tokenizer's on every real text (RESULTS.md, "Every text,
+#:   every family"); so the legacy vocabulary checks it, scaled by that.
+#: * deepseek: DeepSeek's API counts about 3% more than its tokenizer on a request (its
+#:   chat template), beyond windowfit's per-message overheads: the smallest scale that
+#:   keeps every request of half the mini-swe-agent runs at or over the API's count
+#:   (1.003-1.087), held out on the other half (1.001-1.065).
+REFERENCE_OF_FAMILY: Mapping[str, tuple[str, float]] = {
+    "claude": ("claude-legacy", 1.137),
+    "deepseek": ("deepseek", 1.03),
+}
 
 
 class CheckedEstimator(Estimator):
@@ -350,7 +701,7 @@ class CheckedEstimator(Estimator):
         self, profile: Estimator, vocabulary: VocabularyCounter, *, scale: float = 1.0
     ) -> None:
         reference = REFERENCE_OF_FAMILY.get(profile.family, (profile.family, 1.0))[0]
-        if vocabulary.family != reference:
+        if vocabulary.family not in (reference, profile.family):
             raise SettingsError(
                 f"a {profile.family} profile cannot be checked by a {vocabulary.family} vocabulary"
             )

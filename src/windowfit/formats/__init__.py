@@ -79,7 +79,11 @@ def detect_format(messages: Sequence[Any], default: FormatName = "anthropic") ->
             continue
         kind = msg.get("type")
         # (An Anthropic reply appended whole is ``type: message`` too, with a stop_reason.)
-        if kind in openai_responses.ITEM_TYPES and not (kind == "message" and "stop_reason" in msg):
+        if (
+            isinstance(kind, str)
+            and kind in openai_responses.ITEM_TYPES
+            and not (kind == "message" and "stop_reason" in msg)
+        ):
             return "openai-responses"
         role = msg.get("role")
         if isinstance(role, str) and role in _OPENAI_ONLY_ROLES:
