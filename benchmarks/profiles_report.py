@@ -71,7 +71,7 @@ from typing import Any
 from windowfit.profiles import Profile, ProfileEstimator, estimator_for, get_profile
 from windowfit.tokenizers import BACKEND_OF_FAMILY, FAMILY_BACKENDS, split_text
 from windowfit.tokens import Estimator, part_counter
-from windowfit.vocabulary import CheckedEstimator, find_vocabulary
+from windowfit.vocabulary import CheckedEstimator, checked
 
 WINDOW = (0.98, 1.25)
 #: Each family against the real tokenizer it is checked on (``conservative``: all of them).
@@ -877,8 +877,7 @@ def without_framing(family: str, *, vocabulary: bool = True) -> Estimator:
     where that is on the machine (``vocabulary=False``: the profile alone)."""
     profile: Profile = get_profile(family)
     bare = ProfileEstimator(dataclasses.replace(profile, framing=0.0))
-    counter = find_vocabulary(family) if vocabulary else None
-    return bare if counter is None else CheckedEstimator(bare, counter)
+    return checked(bare) if vocabulary else bare
 
 
 @dataclass
