@@ -51,10 +51,9 @@ from pathlib import Path
 from typing import Any
 
 from windowfit.tokens import Estimator
-from windowfit.vocabulary import find_vocabulary
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from profiles_report import BACKENDS, CHECKED_ON, WINDOW, without_framing
+from profiles_report import BACKENDS, CHECKED_ON, WINDOW, checks, without_framing
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The wheels whose translation catalogs are the corpus (``make setup`` downloads them
@@ -428,14 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     backends = load_backends()
     rows, strings, dump = measure(catalogs, backends, vocabulary=not args.profiles)
     seconds = time.monotonic() - started
-    checked = [f for f in FAMILIES if not args.profiles and find_vocabulary(f) is not None]
-    how = (
-        "the profiles alone (--profiles)"
-        if args.profiles
-        else "the defaults: "
-        + (f"{', '.join(checked)} checked by their vocabularies, " if checked else "")
-        + "the other families' profiles alone"
-    )
+    how = "the profiles alone (--profiles)" if args.profiles else "the defaults: " + checks()
     sources = ", ".join(f"{src} ({path.name})" for src, path in corpora)
     print("## Real text of many languages, unseen by any fit (languages_report.py)")
     print()

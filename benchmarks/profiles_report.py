@@ -880,6 +880,23 @@ def without_framing(family: str, *, vocabulary: bool = True) -> Estimator:
     return checked(bare) if vocabulary else bare
 
 
+def checks() -> str:
+    """In words, which families this machine checks by a vocabulary, by which one and at
+    what scale (as :func:`estimator_for` does), and which count by their profile alone."""
+    parts, alone = [], []
+    for family in CHECKED_ON:
+        estimator = without_framing(family)
+        if not isinstance(estimator, CheckedEstimator):
+            alone.append(family)
+            continue
+        by = estimator.vocabulary.family
+        scale = f" x{estimator.scale:g}" if estimator.scale != 1.0 else ""
+        parts.append(family + (f" by {by}{scale}" if by != family else scale))
+    checked_part = f"checked by the vocabularies: {', '.join(parts)}" if parts else ""
+    alone_part = f"profiles alone: {', '.join(alone)}" if alone else ""
+    return "; ".join(part for part in (checked_part, alone_part) if part)
+
+
 @dataclass
 class Ratio:
     window: Window
@@ -1057,8 +1074,7 @@ def markdown(
         f"target {WINDOW[0]:.2f}-{WINDOW[1]:.2f}, **bold** = outside it. The real texts "
         "are the ones the profiles were fitted on (in-sample); the generated ones are not. "
         + (
-            f"Checked by their vocabularies: {', '.join(meta['checked'])}; the others are "
-            "their profiles alone.\n"
+            f"Estimates: {meta['checks']}.\n"
             if meta.get("checked")
             else "Every family's profile alone (--profiles, or no vocabulary installed).\n"
         )
@@ -1325,6 +1341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for f in CHECKED_ON
         if not args.profiles and isinstance(without_framing(f), CheckedEstimator)
     ]
+    report.meta["checks"] = checks()
     report.meta["seconds"] = round(time.perf_counter() - started, 1)
     if args.json and args.json != "-":
         Path(args.json).write_text(json.dumps(as_json(report)) + "\n", encoding="utf-8")
