@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -43,6 +45,26 @@ def data_dir() -> Path | None:
         if (path / "trajectories").is_dir():
             return path
     return None
+
+
+def counts_in_threads(
+    count: Callable[[str], int], texts: list[str], workers: int = 4, rounds: int = 5
+) -> list[list[int]]:
+    """Each of ``workers`` threads counts every text ``rounds`` times at once with the same
+    ``count``; what each thread got for each text (its first round). A counter that
+    shares state between threads (the vocabulary, its caches) must give every thread the
+    counts it gives one."""
+    results: dict[int, list[int]] = {}
+
+    def work(k: int) -> None:
+        results[k] = [count(t) for t in texts for _ in range(rounds)][::rounds]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [results[k] for k in range(workers)]
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,8 @@ from hypothesis import strategies as st
 from windowfit import vocabulary as voc
 from windowfit.errors import SettingsError, TokenizerError
 from windowfit.profiles import ProfileEstimator, estimator_for
+
+from conftest import counts_in_threads
 
 pytest.importorskip("tiktoken")
 regex = pytest.importorskip("regex")
@@ -129,17 +130,9 @@ def test_threads_count_with_one_vocabulary_at_once(pair) -> None:
     counter, real = pair
     texts = [f"Ciao mondo {i}, perché no? " * (50 + i) for i in range(8)]
     expected = [len(real.encode(t)) for t in texts]
-    results: dict[int, list[int]] = {}
-
-    def work(k: int) -> None:
-        results[k] = [counter.estimate(t) for t in texts for _ in range(5)][::5]
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert all(r == expected for r in results.values())
+    results = counts_in_threads(counter.estimate, texts)
+    assert len(results) == 4
+    assert all(r == expected for r in results)
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import threading
 import unicodedata
 from pathlib import Path
 
@@ -24,6 +23,8 @@ from hypothesis import strategies as st
 from windowfit import vocabulary as voc
 from windowfit.errors import TokenizerError
 from windowfit.profiles import estimator_for
+
+from conftest import counts_in_threads
 
 pytest.importorskip("tokenizers")
 
@@ -173,17 +174,9 @@ def test_threads_count_with_one_vocabulary_at_once(pair) -> None:
     counter, real = pair
     texts = [f"Ciao mondo {i}, perché no? \u4e2d\u6587 " * (50 + i) for i in range(8)]
     expected = [real.estimate(t) for t in texts]
-    results: dict[int, list[int]] = {}
-
-    def work(k: int) -> None:
-        results[k] = [counter.estimate(t) for t in texts for _ in range(5)][::5]
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert all(r == expected for r in results.values())
+    results = counts_in_threads(counter.estimate, texts)
+    assert len(results) == 4
+    assert all(r == expected for r in results)
 
 
 def test_deepseek_and_claude_are_checked_scaled() -> None:
