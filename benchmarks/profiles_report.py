@@ -71,7 +71,7 @@ from typing import Any
 from windowfit.profiles import Profile, ProfileEstimator, estimator_for, get_profile
 from windowfit.tokenizers import BACKEND_OF_FAMILY, FAMILY_BACKENDS, split_text
 from windowfit.tokens import Estimator, part_counter
-from windowfit.vocabulary import CheckedEstimator, checked
+from windowfit.vocabulary import CheckedEstimator, LargestEstimator, checked
 
 WINDOW = (0.98, 1.25)
 #: Each family against the real tokenizer it is checked on (``conservative``: all of them).
@@ -883,9 +883,14 @@ def without_framing(family: str, *, vocabulary: bool = True) -> Estimator:
 def checks() -> str:
     """In words, which families this machine checks by a vocabulary, by which one and at
     what scale (as :func:`estimator_for` does), and which count by their profile alone."""
-    parts, alone = [], []
+    parts: list[str] = []
+    alone: list[str] = []
+    largest: list[str] = []
     for family in CHECKED_ON:
         estimator = without_framing(family)
+        if isinstance(estimator, LargestEstimator):
+            largest.append(f"{family} by the largest of its {len(estimator.parts)} families")
+            continue
         if not isinstance(estimator, CheckedEstimator):
             alone.append(family)
             continue
@@ -894,7 +899,7 @@ def checks() -> str:
         parts.append(family + (f" by {by}{scale}" if by != family else scale))
     checked_part = f"checked by the vocabularies: {', '.join(parts)}" if parts else ""
     alone_part = f"profiles alone: {', '.join(alone)}" if alone else ""
-    return "; ".join(part for part in (checked_part, alone_part) if part)
+    return "; ".join(part for part in (checked_part, *largest, alone_part) if part)
 
 
 @dataclass

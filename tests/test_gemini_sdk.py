@@ -239,7 +239,7 @@ def test_a_stream_is_retried_until_its_first_chunk(sim: SimServer) -> None:
 
 
 def test_dicts_in_either_spelling_are_fitted_and_left_as_they_were(sim: SimServer) -> None:
-    big = "lorem ipsum dolor " * 300
+    big = "lorem ipsum dolor " * 150  # a result of about 1,100 tokens by the largest count
     history: list[dict[str, Any]] = [{"role": "user", "parts": [{"text": "go"}]}]
     for k in range(8):
         key = "function_call" if k % 2 else "functionCall"

@@ -137,7 +137,7 @@ def _history(rounds: int) -> list[pm.ModelMessage]:
 def test_history_processor_form_fits_and_never_mutates(mode: str) -> None:
     history = _history(20)
     before = copy.deepcopy(history)
-    capability = fit_history(budget=16_000)  # stage 1: results cleared, none cut
+    capability = fit_history(budget=20_000)  # stage 1: results cleared, none cut
     if mode == "sync":
         fitted = capability.process(history)
     else:

@@ -31,7 +31,7 @@ from windowfit.replay.peers import (
     SweAgentLastNObservations,
 )
 from windowfit.sizing import default_sizer
-from windowfit.vocabulary import CheckedEstimator
+from windowfit.vocabulary import CheckedEstimator, LargestEstimator
 
 # --------------------------------------------------------------------------------------
 # Builders
@@ -327,7 +327,7 @@ def test_a_model_given_to_the_replay_counts_runs_whose_log_names_none_as_that_mo
     assert report.tokenizer == judge
     estimator = policy.estimator  # type: ignore[attr-defined]
     assert estimator.family == profile
-    assert isinstance(estimator, (ProfileEstimator, CheckedEstimator))
+    assert isinstance(estimator, (ProfileEstimator, CheckedEstimator, LargestEstimator))
 
 
 @pytest.mark.parametrize("model", ["", 4])

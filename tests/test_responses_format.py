@@ -540,7 +540,7 @@ def test_clearing_replaces_the_output_and_keeps_the_call_id() -> None:
 def test_the_cli_fits_a_responses_body_and_writes_it_back(tmp_path: Path) -> None:
     from windowfit.cli import main
 
-    big = "lorem ipsum dolor sit amet " * 300
+    big = "lorem ipsum dolor sit amet " * 150
     items: list[dict[str, Any]] = [{"role": "user", "content": "read"}]
     for k in range(6):
         items.append({"type": "function_call", "call_id": f"c{k}", "name": "f", "arguments": "{}"})

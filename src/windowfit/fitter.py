@@ -9,8 +9,9 @@ Fitting is a pure function of the request (see :mod:`windowfit.fitting`); what a
   reused only when the facts of the messages it covers are those of the request given.
   So editing a message in place gives the answer for what it now holds, and a freshly
   parsed copy of the same conversation (a proxy's case) reuses the fold.
-* **counts of long texts** (for windowfit's own estimates, long non-ASCII texts; for a
-  costly estimator such as a real tokenizer, every long text), keyed by the text itself,
+* **counts of texts** (for windowfit's own estimates, long non-ASCII texts; for a
+  costly estimator such as a real tokenizer or a vocabulary's check, every text), keyed
+  by the text itself,
   so that a conversation seen before is not counted again, whether it comes as the same
   objects or as a fresh copy.
 * **counts of short recurring texts** (tool names, empty results): at most 1,024 strings

@@ -103,6 +103,10 @@ Families and where their numbers come from
 ``conservative``
     For unknown models: at least every other family's estimate on every text, by
     construction (each pair weight and the framing are the largest of the families').
+    Where the families' vocabularies are on the machine, :func:`estimator_for` checks
+    it by all of them (:class:`windowfit.vocabulary.LargestEstimator`: the largest of
+    the five checked estimates), since a profile alone counts the words of Latin-script
+    languages other than English as English ones (down to 0.40 of the real count).
 
 ``seed``
     The write-up's rule (:func:`windowfit.tokens.estimate_tokens`), unchanged.
@@ -1086,6 +1090,9 @@ def _load_profiles() -> dict[str, Profile]:
 
 _PROFILES = _load_profiles()
 
+#: The families calibrated on a tokenizer each (``conservative`` is the largest of them).
+CALIBRATED_FAMILIES: tuple[str, ...] = tuple(f for f in _PROFILES if f != "conservative")
+
 #: Every family :func:`estimator_for` knows: the calibrated ones, ``conservative`` and
 #: ``seed``.
 FAMILIES: tuple[str, ...] = (*_PROFILES, "seed")
@@ -1128,9 +1135,10 @@ def estimator_for(
     ``model`` maps to a family by :func:`family_for_model` (unknown models get
     ``conservative``); ``family`` is one of :data:`FAMILIES` (``"seed"`` is the seed's
     rule). Without either: ``conservative``. For a family whose vocabulary is on the
-    machine (o200k, cl100k, tekken: see :mod:`windowfit.vocabulary`) it is the profile
-    checked by that vocabulary (:class:`~windowfit.vocabulary.CheckedEstimator`), unless
-    ``vocabulary=False``; otherwise the profile. The same estimator object is returned
+    machine (see :mod:`windowfit.vocabulary`) it is the profile checked by that vocabulary
+    (:class:`~windowfit.vocabulary.CheckedEstimator`; ``conservative``: by every family's,
+    :class:`~windowfit.vocabulary.LargestEstimator`), unless ``vocabulary=False``;
+    otherwise the profile. The same estimator object is returned
     for the same family, so that :mod:`windowfit.sizing`'s per-message cache is shared.
     Raises :class:`~windowfit.errors.SettingsError` for an unknown family.
     """
@@ -1157,10 +1165,6 @@ def _make_estimator(family: str, vocabulary: bool) -> Estimator:
     if not vocabulary:
         return ProfileEstimator(_PROFILES[family])
     profile = estimator_for(family=family, vocabulary=False)  # (one object for both)
-    if family == "conservative":
-        # conservative stays the profile of every rate at its highest: checking it would
-        # take every family's vocabulary, five exact counts of every text
-        return profile
     from .vocabulary import checked
 
     return checked(profile)

@@ -49,6 +49,10 @@ _KEY_CHARS = 48
 #: 48 characters each, up to 4 bytes a character), the value's tuple, the dict's slot.
 _ENTRY_BYTES = 2 * (80 + 4 * _KEY_CHARS) + 200
 
+#: What a memo entry of a short text holds besides the text: the key's and the value's
+#: tuples, the dict's slot.
+_SHORT_ENTRY_BYTES = 200
+
 #: :meth:`Sizer.tokens` remembers this many sizes (two ints each, about 10 MB in all).
 _MEMO_LIMIT = 65_536
 
@@ -106,7 +110,8 @@ class Sizer:
     def text(self, text: str) -> int:
         """Tokens in ``text``. With a memo, long texts are counted once and looked up after
         (for a cheap estimator only non-ASCII ones: its ASCII count is already O(1)), and
-        short ones that recur (tool names) are looked up in a small dict.
+        short ones that recur (tool names) are looked up in a small dict; for a costly
+        estimator every text is counted once and looked up after.
         (Replaced per instance by the closure :meth:`_make_text` builds: scanners call it
         for every text of every message, and most texts are short.)"""
         return self._make_text()(text)
@@ -120,7 +125,20 @@ class Sizer:
             size = len(text)
             if size < _MEMO_MIN_CHARS:
                 if names is None or size > _NAME_CHARS:
-                    return estimate(text)
+                    if cheap or not size:
+                        return estimate(text)
+                    # A costly estimator (several vocabularies' exact counts) costs more
+                    # than hashing a short text: remembered by the text itself, so that
+                    # the next request of a conversation does not count it again.
+                    short_key = (estimator_id, text)
+                    with lock:
+                        hit = get(short_key)
+                    if hit is not None and hit[0] is estimator:
+                        return int(hit[1])
+                    counted = estimate(text)
+                    with lock:
+                        put(short_key, (estimator, counted), getsizeof(text) + _SHORT_ENTRY_BYTES)
+                    return counted
                 tokens = names.get(text)
                 if tokens is None:
                     tokens = estimate(text)

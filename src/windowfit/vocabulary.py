@@ -6,7 +6,7 @@ the vocabulary. Italian, Dutch, Basque or Indonesian letters are the same classe
 English ones, and every profile counts those languages 10-45% low (RESULTS.md, "Real text
 of many languages"). Where the family's vocabulary is on the machine, windowfit can ask it.
 
-Two things live here:
+Three things live here:
 
 * :class:`VocabularyCounter`: exact counts with a rank-file vocabulary (OpenAI's
   ``o200k_base`` and ``cl100k_base``, Mistral's Tekken), by the optional C speedup
@@ -23,6 +23,8 @@ Two things live here:
   share of counting it exactly.
   :func:`windowfit.profiles.estimator_for` gives it for a model of these families when the
   vocabulary can be found; otherwise the profile alone.
+* :class:`LargestEstimator`: ``conservative`` (no model, or one whose tokenizer windowfit
+  has no profile for), the largest of the five families' checked estimates.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import sys
 import threading
 import unicodedata
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -482,18 +484,37 @@ def _splitter(contents: list[str]) -> Callable[[str], list[tuple[str, bool]]]:
     if not contents:
         return lambda text: [(text, False)]
     firsts = tuple({content[0] for content in contents})
-    pattern = re.compile("|".join(map(re.escape, sorted(contents, key=len, reverse=True))))
+    # Where an added token may start (its first two characters), each length of the
+    # tokens that start so is one set lookup: a regex of the alternatives tries them one
+    # by one (DeepSeek's 1,283 at every "<" of code).
+    grouped: dict[str, dict[int, set[str]]] = {}
+    for content in contents:
+        grouped.setdefault(content[:2], {}).setdefault(len(content), set()).add(content)
+    tables = {prefix: sorted(group.items(), reverse=True) for prefix, group in grouped.items()}
+    singles = any(len(prefix) == 1 for prefix in tables)
+    starts = re.compile("|".join(map(re.escape, sorted(tables, key=len, reverse=True))))
 
     def split(text: str) -> list[tuple[str, bool]]:
         if not any(first in text for first in firsts):
             return [(text, False)]
         parts: list[tuple[str, bool]] = []
         at = 0
-        for match in pattern.finditer(text):
-            if match.start() > at:
-                parts.append((text[at : match.start()], False))
-            parts.append((match.group(), True))
-            at = match.end()
+        start = starts.search(text)
+        while start is not None:
+            place = start.start()
+            candidates = tables.get(text[place : place + 2], [])
+            if singles and text[place] in tables:
+                candidates = sorted(candidates + tables[text[place]], reverse=True)
+            for length, found in candidates:
+                if text[place : place + length] in found:
+                    if place > at:
+                        parts.append((text[at:place], False))
+                    parts.append((text[place : place + length], True))
+                    at = place + length
+                    start = starts.search(text, at)
+                    break
+            else:
+                start = starts.search(text, place + 1)
         if at < len(text):
             parts.append((text[at:], False))
         return parts
@@ -722,24 +743,112 @@ class CheckedEstimator(Estimator):
                 exact = self.vocabulary.count_bytes(data)
                 return exact if self.scale == 1.0 else math.ceil(exact * self.scale)
         count, profile = self.vocabulary.count_bytes, self.profile.estimate
-        windows = max(WINDOWS, size // WINDOW_EVERY)
-        step = max(1, (size - WINDOW_BYTES) // (windows - 1))
         counted = profiled = 0
-        for start in range(0, step * windows, step):
-            window = text[start : start + WINDOW_BYTES]
-            data = _utf8(window)
-            if len(data) > WINDOW_BYTES:  # not ASCII: as many characters as fit the bytes
-                window = window[: max(1, WINDOW_BYTES * len(window) // len(data))]
-                data = _utf8(window)
+        for data, window in _windows(text):
             counted += count(data)
             profiled += profile(window)
         ratio = self.scale * counted / profiled * SAMPLE_MARGIN
         return max(1, math.ceil(profile(text) * ratio))
 
 
+def _windows(text: str) -> Iterator[tuple[bytes, str]]:
+    """The windows a long text is checked on, as (UTF-8, text): :data:`WINDOWS` (and one
+    more for every :data:`WINDOW_EVERY` characters beyond) of about :data:`WINDOW_BYTES`
+    bytes, spread evenly through it."""
+    size = len(text)
+    windows = max(WINDOWS, size // WINDOW_EVERY)
+    step = max(1, (size - WINDOW_BYTES) // (windows - 1))
+    for start in range(0, step * windows, step):
+        window = text[start : start + WINDOW_BYTES]
+        data = _utf8(window)
+        if len(data) > WINDOW_BYTES:  # not ASCII: as many characters as fit the bytes
+            window = window[: max(1, WINDOW_BYTES * len(window) // len(data))]
+            data = _utf8(window)
+        yield data, window
+
+
+class LargestEstimator(Estimator):
+    """``conservative`` checked: the largest of every calibrated family's estimate, each
+    the family's profile checked by its vocabulary where that is on the machine (its
+    profile alone where not).
+
+    Why not the ``conservative`` profile alone: a profile cannot tell a Dutch word from an
+    English one, and the words of Latin-script languages other than English cost more
+    tokens than their letters' classes say (*Gebruikersnaam*: 3 by the profile, 7 by the
+    legacy Claude tokenizer). No single vocabulary stands in for the five, so every one
+    counts, and the answer is at least each family's count: what an unknown model's
+    tokenizer is bounded by, as far as windowfit knows. It costs one exact count per
+    vocabulary of each text of up to :data:`EXACT_BYTES` bytes (the text encoded once for
+    all of them), and for a longer one each family's windows. ``framing`` is the
+    ``conservative`` profile's (the largest). Stateless and safe from any thread."""
+
+    cheap = False
+
+    def __init__(self, profile: Estimator, parts: Sequence[Estimator]) -> None:
+        if not parts:
+            raise SettingsError("the largest of no estimates: give at least one part")
+        self.profile = profile
+        self.parts = tuple(parts)
+        self.family = profile.family
+        self.framing = profile.framing
+        self.name = f"checked:{profile.family}"
+        exact = [p for p in self.parts if isinstance(p, CheckedEstimator)]
+        self._exact = tuple((p.vocabulary.count_bytes, p.scale) for p in exact)
+        self._alone = tuple(p.estimate for p in self.parts if not isinstance(p, CheckedEstimator))
+        self._every = tuple(p.estimate for p in self.parts)
+
+    def estimate(self, text: str) -> int:
+        if len(text) <= EXACT_BYTES:
+            data = _utf8(text)
+            if len(data) <= EXACT_BYTES:
+                # what each CheckedEstimator would answer, the bytes encoded once
+                best = 0
+                for count, scale in self._exact:
+                    tokens = count(data) if data else 0
+                    if scale != 1.0:
+                        tokens = math.ceil(tokens * scale)
+                    if tokens > best:
+                        best = tokens
+                for estimate in self._alone:
+                    tokens = estimate(text)
+                    if tokens > best:
+                        best = tokens
+                return best
+        if not self._exact:
+            return max(estimate(text) for estimate in self._every)
+        # A long text: the conservative profile's estimate, once, times the largest of
+        # what each vocabulary counts over that profile on the same windows (the check of
+        # CheckedEstimator, with one profile pass over the text instead of five).
+        profile = self.profile.estimate
+        profiled = 0
+        counted = [0] * len(self._exact)
+        for data, window in _windows(text):
+            profiled += profile(window)
+            for k, (count, scale) in enumerate(self._exact):
+                tokens = count(data)
+                counted[k] += math.ceil(tokens * scale) if scale != 1.0 else tokens
+        ratio = max(counted) / max(1, profiled) * SAMPLE_MARGIN
+        best = max(1, math.ceil(profile(text) * ratio))
+        for estimate in self._alone:
+            best = max(best, estimate(text))
+        return best
+
+
 def checked(profile: Estimator) -> Estimator:
     """``profile`` checked by its family's vocabulary (or the one that stands in for it)
-    when that is on the machine; ``profile`` itself otherwise."""
+    when that is on the machine; ``profile`` itself otherwise. ``conservative`` is checked
+    by every family's vocabulary (:class:`LargestEstimator`), when at least one is here."""
+    if profile.family == "conservative":
+        return _largest(profile)
     reference, scale = REFERENCE_OF_FAMILY.get(profile.family, (profile.family, 1.0))
     counter = find_vocabulary(reference)
     return profile if counter is None else CheckedEstimator(profile, counter, scale=scale)
+
+
+def _largest(profile: Estimator) -> Estimator:
+    from .profiles import CALIBRATED_FAMILIES, ProfileEstimator, get_profile
+
+    parts = [checked(ProfileEstimator(get_profile(family))) for family in CALIBRATED_FAMILIES]
+    if not any(isinstance(part, CheckedEstimator) for part in parts):
+        return profile  # no vocabulary here: the profile of every rate at its highest
+    return LargestEstimator(profile, parts)

@@ -39,7 +39,7 @@ from typing import Any
 from ..errors import SettingsError, WindowfitError
 from ..profiles import FAMILIES, ProfileEstimator, estimator_for, family_for_model
 from ..tokens import CharacterBreakdown, Estimator, breakdown
-from ..vocabulary import CheckedEstimator
+from ..vocabulary import CheckedEstimator, LargestEstimator
 from ._io import EXIT_OK, CliError, add_input_limit, add_progress_flags, dumps_json, iter_text
 
 #: Characters per piece when a long input is counted in pieces (see the module docstring).
@@ -126,7 +126,7 @@ class _Totals:
     def profile(self) -> ProfileEstimator | None:
         """The profile the estimate is made of (checked by a vocabulary or not)."""
         estimator = self.estimator
-        if isinstance(estimator, CheckedEstimator):
+        if isinstance(estimator, (CheckedEstimator, LargestEstimator)):
             estimator = estimator.profile
         return estimator if isinstance(estimator, ProfileEstimator) else None
 
