@@ -402,3 +402,35 @@ def test_the_profile_alone_was_under_where_the_check_is_not() -> None:
     real = max(real_backend(b).estimate(text) for b in BACKENDS)
     profile = estimator_for(family="conservative", vocabulary=False).estimate(text)
     assert profile < real <= _largest().estimate(text)
+
+
+def _split_by_regex(contents: list[str], text: str) -> list[tuple[str, bool]]:
+    """The added tokens found as one regex of the alternatives, longest first, finds them
+    (the leftmost, and there the longest): what :func:`voc._splitter` must answer."""
+    import re
+
+    pattern = re.compile("|".join(map(re.escape, sorted(contents, key=len, reverse=True))))
+    parts: list[tuple[str, bool]] = []
+    at = 0
+    for match in pattern.finditer(text):
+        if match.start() > at:
+            parts.append((text[at : match.start()], False))
+        parts.append((match.group(), True))
+        at = match.end()
+    if at < len(text):
+        parts.append((text[at:], False))
+    return parts or [(text, False)]
+
+
+ADDED = ["<|a|>", "<|ab|>", "<|", "<", "ab", "｜x｜", "<｜x", "b"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(ADDED), min_size=1, max_size=6, unique=True),
+    st.text(alphabet="<|｜abx> ", max_size=40),
+)
+def test_added_tokens_are_split_where_a_regex_of_them_splits(
+    contents: list[str], text: str
+) -> None:
+    assert voc._splitter(contents)(text) == _split_by_regex(contents, text)

@@ -263,7 +263,7 @@ def render(document: dict[str, Any]) -> str:
             f"{_n(entry['real_tokens'])} real tokens ({entry['tokenizer']}); chars/4 says "
             f"{_n(entry['estimate_chars4'])} ({entry['estimate_chars4'] / real:.2f}x), the "
             f"script-aware rule {_n(entry['estimate_script'])} "
-            f"({entry['estimate_script'] / real:.2f}x), windowfit's {entry['profile']} profile "
+            f"({entry['estimate_script'] / real:.2f}x), windowfit's {entry['profile']} estimate "
             f"{_n(entry['estimate_profile'])} ({entry['estimate_profile'] / real:.2f}x).",
             f"A person asks an agent for {b['files_total']} chapters, a few per turn; the old "
             "system trims whole turns by its estimate:",

@@ -776,11 +776,13 @@ class LargestEstimator(Estimator):
     English one, and the words of Latin-script languages other than English cost more
     tokens than their letters' classes say (*Gebruikersnaam*: 3 by the profile, 7 by the
     legacy Claude tokenizer). No single vocabulary stands in for the five, so every one
-    counts, and the answer is at least each family's count: what an unknown model's
-    tokenizer is bounded by, as far as windowfit knows. It costs one exact count per
-    vocabulary of each text of up to :data:`EXACT_BYTES` bytes (the text encoded once for
-    all of them), and for a longer one each family's windows. ``framing`` is the
-    ``conservative`` profile's (the largest). Stateless and safe from any thread."""
+    counts, and the answer is at least each family's count (on a long text, as its check
+    on windows finds it): what an unknown model's tokenizer is bounded by, as far as
+    windowfit knows. It costs one exact count per vocabulary of each text of up to
+    :data:`EXACT_BYTES` bytes (the text encoded once for all of them); a longer one is
+    the ``conservative`` profile's estimate times the largest of what the vocabularies
+    count over that profile on the same windows. ``framing`` is the ``conservative``
+    profile's (the largest). Stateless and safe from any thread."""
 
     cheap = False
 
@@ -824,10 +826,10 @@ class LargestEstimator(Estimator):
         counted = [0] * len(self._exact)
         for data, window in _windows(text):
             profiled += profile(window)
-            for k, (count, scale) in enumerate(self._exact):
-                tokens = count(data)
-                counted[k] += math.ceil(tokens * scale) if scale != 1.0 else tokens
-        ratio = max(counted) / max(1, profiled) * SAMPLE_MARGIN
+            for k, (count, _) in enumerate(self._exact):
+                counted[k] += count(data)
+        largest = max(n * scale for n, (_, scale) in zip(counted, self._exact, strict=True))
+        ratio = largest / max(1, profiled) * SAMPLE_MARGIN
         best = max(1, math.ceil(profile(text) * ratio))
         for estimate in self._alone:
             best = max(best, estimate(text))

@@ -173,11 +173,12 @@ class Scenarios:
         self.texts = texts or GeneratedTexts()
         self.on_event = on_event
         self.tokenizer: Estimator = cached_tokenizer(self.config.tokenizer)
-        #: What windowfit counts with, after: the ``conservative`` profile, windowfit's
-        #: default for a model it does not know, which never counts under any tokenizer
-        #: family on the real texts. (A family's own profile is fitted on real text; the
-        #: generated prose here has other statistics: cl100k's profile counts the generated
-        #: English 5% under, so it would let requests a little over the budget.)
+        #: What windowfit counts with, after: ``conservative``, windowfit's default for a
+        #: model it does not know (checked by every family's vocabulary where they are
+        #: installed), which never counts under any tokenizer family on the real texts.
+        #: (A family's own profile is fitted on real text; the generated prose here has
+        #: other statistics: cl100k's profile counts the generated English 5% under, so it
+        #: would let requests a little over the budget.)
         self.profile: Estimator = estimator_for(family="conservative")
         self._files: dict[str, list[str]] = {}
 
@@ -400,7 +401,7 @@ class Scenarios:
             cost=usage.cost,
             files_total=files,
             files_read=len(read),
-            estimator="chars/4" if mode == "before" else f"{self.profile.family} profile",
+            estimator="chars/4" if mode == "before" else f"{self.profile.family} estimate",
             answer=_first_line(next(iter(last.values()), None)),
             statuses=statuses,
         )
