@@ -848,9 +848,10 @@ def checked(profile: Estimator) -> Estimator:
 
 
 def _largest(profile: Estimator) -> Estimator:
-    from .profiles import CALIBRATED_FAMILIES, ProfileEstimator, get_profile
+    from .profiles import CALIBRATED_FAMILIES, estimator_for
 
-    parts = [checked(ProfileEstimator(get_profile(family))) for family in CALIBRATED_FAMILIES]
+    # each family's own shared estimator (one profile object, and its tables, per family)
+    parts = [estimator_for(family=family) for family in CALIBRATED_FAMILIES]
     if not any(isinstance(part, CheckedEstimator) for part in parts):
         return profile  # no vocabulary here: the profile of every rate at its highest
     return LargestEstimator(profile, parts)
