@@ -7,6 +7,7 @@ that asks for it is skipped with the reason, rather than failing.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import pytest
 
@@ -33,3 +34,9 @@ def real_backend(name: str) -> Estimator:
         pytest.skip(f"{name}: {exc}")
     except TokenizerError as exc:
         pytest.skip(f"{name}: tokenizer file not installed ({exc})")
+
+
+def largest_real(text: str, backends: Sequence[str] = BACKENDS) -> int:
+    """The largest count of ``text`` by the real tokenizers ``backends`` (all by default):
+    what ``conservative`` must not be under."""
+    return max(real_backend(name).estimate(text) for name in backends)

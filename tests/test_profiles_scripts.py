@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from real_tokenizers import CHECKED_ON, real_backend
+from real_tokenizers import CHECKED_ON, largest_real
 from windowfit.profiles import estimator_for, pair_code_counts, parameter_counts
 from windowfit.tokenizers import FAMILY_BACKENDS
 
@@ -160,7 +160,7 @@ def test_generated_words_of_a_split_script_are_not_under_counted(family: str, bl
         pytest.skip(f"{block}: the {family} profile's rate is set by real text (see below)")
     text = _words(block)
     backends = FAMILY_BACKENDS if family == "conservative" else (CHECKED_ON[family],)
-    real = max(real_backend(b).estimate(text) for b in backends)
+    real = largest_real(text, backends)
     ratio = estimator_for(vocabulary=False, family=family).estimate(text) / real
     assert ratio >= 0.98, f"{family} on {block}: estimate/real = {ratio:.3f}"
 
@@ -205,7 +205,7 @@ def test_real_text_of_a_script_set_by_catalogs_is_counted_high(
 ) -> None:
     text = catalogs[(source, language)]
     backends = FAMILY_BACKENDS if family == "conservative" else (CHECKED_ON[family],)
-    real = max(real_backend(b).estimate(text) for b in backends)
+    real = largest_real(text, backends)
     ratio = estimator_for(vocabulary=False, family=family).estimate(text) / real
     floor = 1.05 if source == "django" else 0.98
     assert floor <= ratio <= 1.70, f"{family} on {source}:{language}: {ratio:.3f}"
