@@ -277,6 +277,10 @@ def langchain_trim(
     return trim
 
 
+#: The model of each real run's source (Claude Code; mini-swe-agent on DeepSeek).
+MODEL_OF_FORMAT = {"anthropic": "claude-sonnet-4-5", "openai": "deepseek-chat"}
+
+
 def bench_real(n_messages: int = 2000, repeat: int = 9) -> list[dict[str, Any]]:
     """fit against ``trim_messages`` on conversations built from the real runs (both
     formats), repetitions interleaved so that both see the same machine load; each
@@ -285,7 +289,9 @@ def bench_real(n_messages: int = 2000, repeat: int = 9) -> list[dict[str, Any]]:
     cold: a new :class:`windowfit.Fitter` and freshly parsed JSON (first sight, a
     proxy's first request); copy: freshly parsed JSON of a conversation the Fitter has
     seen (a proxy's next request); warm: the same objects again; next step: one more
-    round (its messages taken from the run, so sizes are real); seed: cold, counting
+    round (its messages taken from the run, so sizes are real); model: cold, with the
+    run's model named (what ``wrap`` and the proxy count with: that family's vocabulary
+    alone, where the default without a model counts by all five); seed: cold, counting
     with the write-up's rule instead of the default estimate."""
     from realconv import real_conversation
     from windowfit import Fitter
@@ -316,6 +322,7 @@ def bench_real(n_messages: int = 2000, repeat: int = 9) -> list[dict[str, Any]]:
             "copy": [],
             "warm": [],
             "step": [],
+            "model": [],
             "seed": [],
         }
         step = whole[len(messages) : len(messages) + 2]
@@ -331,6 +338,11 @@ def bench_real(n_messages: int = 2000, repeat: int = 9) -> list[dict[str, Any]]:
                 # (the next round may not pair up with a cut: then there is no figure for it)
                 with contextlib.suppress(WindowfitError):
                     times[name].append(cpu(lambda f=fitter, m=batch, a=args: f.fit(m, **a)))
+            fresh = _fresh(messages)
+            model = MODEL_OF_FORMAT[fmt]
+            times["model"].append(
+                cpu(lambda m=fresh, a=args, w=model: Fitter().fit(m, model=w, **a))
+            )
             fresh = _fresh(messages)
             times["seed"].append(
                 cpu(lambda m=fresh, a=args, e=seed: Fitter().fit(m, estimator=e, **a))  # type: ignore[arg-type]
@@ -519,20 +531,24 @@ def print_real(real: list[dict[str, Any]]) -> None:
         print("../shared/data is not here: skipped (it needs the real runs)")
         return
     print("cold: new Fitter, freshly parsed JSON; copy: freshly parsed JSON the Fitter has")
-    print("seen; warm: the same objects; next step: one more round; seed: cold, counting with")
-    print("the write-up's rule. Median CPU time (process_time) of 9 interleaved rounds.\n")
+    print("seen; warm: the same objects; next step: one more round; model: cold, the run's model")
+    print("named (claude-sonnet-4-5, deepseek-chat: what wrap and the proxy count with); seed:")
+    print("cold, counting with the write-up's rule. Median CPU time (process_time) of 9")
+    print("interleaved rounds.\n")
     print(
         "| format | messages | tokens | trim_messages ms | cold ms | copy ms | warm ms | "
-        "next step ms | seed cold ms | trim / cold | trim / seed cold |"
+        "next step ms | model cold ms | seed cold ms | trim / cold | trim / model cold | "
+        "trim / seed cold |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in real:
         trim_ms = r.get("trim_ms", 0.0)
         print(
             f"| {r['format']} | {r['messages']:,} | {r['tokens']:,} | {trim_ms:.1f} | "
             f"{r['cold_ms']:.1f} | {r['copy_ms']:.1f} | {r['warm_ms']:.1f} | "
-            f"{r.get('step_ms', float('nan')):.1f} | {r['seed_ms']:.1f} | "
-            f"{trim_ms / r['cold_ms']:.2f}x | {trim_ms / r['seed_ms']:.2f}x |"
+            f"{r.get('step_ms', float('nan')):.1f} | {r['model_ms']:.1f} | {r['seed_ms']:.1f} | "
+            f"{trim_ms / r['cold_ms']:.2f}x | {trim_ms / r['model_ms']:.2f}x | "
+            f"{trim_ms / r['seed_ms']:.2f}x |"
         )
 
 

@@ -53,7 +53,7 @@ from typing import Any
 from windowfit.tokens import Estimator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from profiles_report import BACKENDS, CHECKED_ON, WINDOW, checks, without_framing
+from profiles_report import BACKENDS, CHECKED_ON, WINDOW, checks, with_derived, without_framing
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The wheels whose translation catalogs are the corpus (``make setup`` downloads them
@@ -207,7 +207,7 @@ def count(text: str, estimators: dict[str, Estimator], backends: dict[str, Estim
     return Counted(
         len(text),
         {f: e.estimate(text) for f, e in estimators.items()},
-        {b: e.estimate(text) for b, e in backends.items()},
+        with_derived({b: e.estimate(text) for b, e in backends.items()}),
     )
 
 

@@ -48,6 +48,7 @@ from calibrate import (
     text_files,
     traffic_runs,
 )
+from profiles_report import CLAUDE_MODEL, with_derived
 from windowfit.calibration import UsageCalibrator
 from windowfit.profiles import estimator_for
 from windowfit.tokenizers import BACKEND_OF_FAMILY
@@ -59,8 +60,9 @@ TEXT_WINDOW = (0.98, 1.20)
 TRAFFIC_WINDOW = (1.00, 1.15)
 LEARNED_WINDOW = (1.00, 1.08)
 WARMUP = 5  # requests before the learned correction is judged
-#: Each family against the real tokenizer it is checked on.
-CHECKED_ON = BACKEND_OF_FAMILY
+#: Each family against the real tokenizer it is checked on; claude (no public tokenizer)
+#: against the legacy one scaled as windowfit models Claude 3+ (profiles_report.DERIVED).
+CHECKED_ON = {**BACKEND_OF_FAMILY, "claude": CLAUDE_MODEL}
 
 
 def inside(value: float, window: tuple[float, float]) -> bool:
@@ -85,7 +87,7 @@ def texts_section(data: Path, backends: dict[str, Estimator], out: list[str]) ->
     conservative = estimator_for(family="conservative")
     rows = []
     for name, text in files:
-        real = {b: backends[b].estimate(text) for b in BACKENDS}
+        real = with_derived({b: backends[b].estimate(text) for b in BACKENDS})
         rows.append(
             {
                 "name": name,
@@ -100,9 +102,12 @@ def texts_section(data: Path, backends: dict[str, Estimator], out: list[str]) ->
     out.append("### Every text, every family: estimate / real count\n")
     out.append(
         "Profile = the family's default estimator: its calibrated profile, checked by the "
-        "family's vocabulary where that is on the machine (o200k, cl100k, tekken; "
-        "windowfit.vocabulary), the profile alone otherwise (claude: against the legacy "
-        "Claude tokenizer, a guide only); seed = the write-up's rule; c/4 = chars/4. "
+        "family's vocabulary where that is on the machine (windowfit.vocabulary; deepseek "
+        "scaled x1.03 for the API's chat template, claude by the legacy Claude tokenizer "
+        "x1.137), the profile alone otherwise. claude real = the legacy tokenizer's count "
+        f"x1.137 to the nearest token ({CLAUDE_MODEL}: what Claude 3+ counts as far as the "
+        "API's usage shows; it has no public tokenizer); conservative is against the "
+        "largest of the five, that one included. seed = the write-up's rule; c/4 = chars/4. "
         f"Target for the profile: {TEXT_WINDOW[0]:.2f}-{TEXT_WINDOW[1]:.2f}; "
         "**bold** = outside it.\n"
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import sys
 import unicodedata
 from pathlib import Path
@@ -22,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import profiles_report as report
 from real_tokenizers import real_backend
 from windowfit.tokens import Estimator
+from windowfit.vocabulary import scaled_count
 
 BLOCKS = report.unicode_blocks()
 BY_NAME = {block.name: block for block in BLOCKS}
@@ -188,17 +190,39 @@ def test_a_small_run_goes_end_to_end() -> None:
     for family in report.CHECKED_ON:  # framing only adds
         text, used = by_view[(family, "text")], by_view[(family, "as used")]
         assert all(u.estimate >= t.estimate for t, u in zip(text.ratios, used.ratios, strict=True))
+        # as used (framing included), only the lower bound judges; the text view, both
+        assert used.failures() == [r for r in used.ratios if r.value < report.WINDOW[0]]
+        assert text.failures() == [
+            r for r in text.ratios if not report.WINDOW[0] <= r.value <= report.WINDOW[1]
+        ]
     conservative = by_view[("conservative", "text")]
     window = conservative.ratios[0].window
-    assert conservative.ratios[0].real == max(
-        real_backend(b).estimate(window.text) for b in report.BACKENDS
-    )
+    real = {b: real_backend(b).estimate(window.text) for b in report.BACKENDS}
+    # Claude 3+ as windowfit models it: the legacy count x1.137, to the nearest token
+    modelled = scaled_count(real["claude-legacy"], report.CLAUDE_SCALE)
+    assert conservative.ratios[0].real == max(*real.values(), modelled)
+    claude = by_view[("claude", "text")]
+    assert claude.checked_on == (report.CLAUDE_MODEL,)
+    assert claude.ratios[0].real == modelled
+    assert 1.0 <= claude.floor < math.inf  # never under the legacy count itself
     out = report.markdown(run.results, run.meta, worst=3)
     for family in report.CHECKED_ON:
         assert f"| {family} |" in out
+    assert "claude against claude-legacy itself" in out
     data = json.loads(json.dumps(report.as_json(run)))
     assert len(data["windows"]) == len(run.windows)
     assert {row["verdict"] for row in data["summary"]} <= {"pass", "FAIL"}
+
+
+@pytest.mark.parametrize(
+    ("legacy", "modelled"), [(0, 0), (1, 1), (2, 2), (3, 3), (4, 5), (7, 8), (100, 114)]
+)
+def test_claudes_yardstick_is_the_legacy_count_scaled_to_the_nearest_token(
+    legacy: int, modelled: int
+) -> None:
+    assert report.CLAUDE_SCALE == 1.137
+    assert report.with_derived({"claude-legacy": legacy})[report.CLAUDE_MODEL] == modelled
+    assert report.with_derived({"o200k": 3}) == {"o200k": 3}  # nothing to derive from
 
 
 def test_the_quick_command_prints_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -209,7 +233,7 @@ def test_the_quick_command_prints_json(capsys: pytest.CaptureFixture[str]) -> No
     assert {row["family"] for row in data["summary"]} == set(report.CHECKED_ON)
     for row in data["windows"]:
         assert row["stop"] - row["start"] <= row["length"]
-        assert set(row["real"]) == set(report.BACKENDS)
+        assert set(row["real"]) == {*report.BACKENDS, *report.DERIVED}
 
 
 def test_a_fit_can_pass_its_own_estimator_per_text() -> None:

@@ -7,8 +7,8 @@ cl100k and Tekken, and check its pieces against the pattern run by the ``regex``
 
 from __future__ import annotations
 
-import math
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -133,6 +133,31 @@ def test_threads_count_with_one_vocabulary_at_once(pair) -> None:
     expected = [len(real.encode(t)) for t in texts]
     results = counts_in_threads(counter.estimate, texts)
     assert len(results) == 4
+    assert all(r == expected for r in results)
+
+
+def _many_short_texts(n: int = 600, seed: int = 7) -> list[str]:
+    """Short texts of words that rarely repeat (letters of four scripts, digits, marks):
+    more distinct pieces than the shared cache of short texts has slots, so that its
+    entries are overwritten while other threads read them."""
+    rng = random.Random(seed)
+    alphabets = ("abcdefghijklmnopqrstuvwxyz", "абвгдежзийклмнопрст", "αβγδεζηθικλμ", "0123456789")
+    texts = []
+    for _ in range(n):
+        words = [
+            "".join(rng.choice(rng.choice(alphabets)) for _ in range(rng.randint(2, 9)))
+            for _ in range(rng.randint(3, 40))
+        ]
+        texts.append(rng.choice((" ", ", ", "\n", "_")).join(words))
+    return texts
+
+
+def test_threads_counting_short_texts_share_the_cache_safely(pair) -> None:
+    counter, real = pair
+    texts = _many_short_texts()
+    assert all(len(t.encode()) <= voc.EXACT_BYTES for t in texts)
+    expected = [len(real.encode(t)) for t in texts]
+    results = counts_in_threads(counter.estimate, texts, rounds=2)
     assert all(r == expected for r in results)
 
 
@@ -305,9 +330,18 @@ def test_a_scale_below_one_is_refused(pair) -> None:
 def test_a_scaled_check_scales_the_exact_count(pair) -> None:
     counter, real = pair
     profile = estimator_for(family=counter.family, vocabulary=False)
-    scaled = voc.CheckedEstimator(profile, counter, scale=1.5)
+    scaled = voc.CheckedEstimator(profile, counter, scale=1.137)
     text = "Perché no? Gaur goizean etxera joan naiz."
-    assert scaled.estimate(text) == -(-real.estimate(text) * 3 // 2)
+    exact = real.estimate(text)
+    assert scaled.estimate(text) == int(exact * 1.137 + 0.5)  # to the nearest token
+    assert scaled.estimate("a") == 1  # not 1 x 1.137 rounded up
+
+
+@given(count=st.integers(0, 10**7), scale=st.sampled_from([1.0, 1.03, 1.137, 1.2]))
+def test_a_scaled_count_is_never_below_the_count_nor_far_above_it(count: int, scale: float) -> None:
+    scaled = voc.scaled_count(count, scale)
+    assert count <= scaled <= count * scale + 0.5
+    assert scaled <= 1.25 * count
 
 
 def _largest() -> voc.LargestEstimator:
@@ -368,7 +402,7 @@ def test_conservative_is_within_the_window_of_the_largest_real_count_on_long_tex
     estimator = _largest()
     real = largest_real(text)
     # claude is checked at 1.137 times the legacy tokenizer: its real count is that much
-    claude = math.ceil(real_backend("claude-legacy").estimate(text) * 1.137)
+    claude = voc.scaled_count(real_backend("claude-legacy").estimate(text), 1.137)
     assert 0.98 <= estimator.estimate(text) / max(real, claude) <= 1.25
 
 
@@ -393,6 +427,14 @@ def test_conservative_is_never_under_a_real_tokenizer_on_words_it_cannot_see(tex
     estimate = _largest().estimate(text)
     real = largest_real(text)
     assert real <= estimate <= 2 * real
+
+
+def test_the_largest_of_five_gives_every_thread_what_it_gives_one() -> None:
+    estimator = _largest()
+    texts = [*_many_short_texts(200, seed=11), LONG_TEXTS["mixed"], LONG_TEXTS["prose"]]
+    expected = [estimator.estimate(t) for t in texts]
+    results = counts_in_threads(estimator.estimate, texts, rounds=2)
+    assert all(r == expected for r in results)
 
 
 def test_the_profile_alone_was_under_where_the_check_is_not() -> None:

@@ -74,7 +74,12 @@ known_text = st.text(st.characters(exclude_categories=["Cn", "Cs"]), max_size=80
 
 
 def _exact(counter: voc.VocabularyCounter, real: HFTokenizerEstimator, text: str) -> None:
-    assert counter.estimate(text) == real.estimate(text), repr(text)
+    expected = real.estimate(text)
+    assert counter.estimate(text) == expected, repr(text)
+    # the bytes' path (ASCII without an added token's start goes straight to C)
+    data = text.encode("utf-8", "replace")
+    if data.decode() == text:
+        assert counter.count_bytes(data) == expected, repr(text)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=FIXTURE)
@@ -130,6 +135,10 @@ def test_long_pieces_are_exact(pair, text: str) -> None:
         "a<EOT>b<META>",
         "x<\uff5cUser\uff5c>y<\uff5cAssistant\uff5c>",
         "<<EOT>>",
+        "<|EOT|> and </dsml:call> then <dsml:x",
+        "<|place_holder_mm_span_0021|><|place_holder_mm_span_0022",
+        "<div></div><t>a</b> <|x|> <thin",
+        "x<SOS>y<META>z<EOT",
     ],
 )
 def test_added_tokens_in_the_text_count_as_hf_counts_them(pair, text: str) -> None:

@@ -19,8 +19,13 @@
  * of tokens with the lowest merge index, as Hugging Face's tokenizers does (which is not
  * always tiktoken's order: see pair_scan_merge), and the tests compare with tokenizers.
  *
- * A Vocabulary is immutable after construction and counts without the GIL, so any number
- * of threads may count with one at once.
+ * A Vocabulary's tables are immutable after construction and a long text is counted
+ * without the GIL, so any number of threads may count with one at once. A short text
+ * (CACHE_ABOVE bytes or fewer) is counted with the GIL held: it takes microseconds, and
+ * its pieces go through the Vocabulary's one mutable part, a cache of merged pieces shared
+ * by every short text (a conversation is thousands of short texts, each too short for a
+ * cache of its own to pay, whose words recur across them). The GIL is what guards that
+ * cache; a build without a GIL counts short texts without it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -124,6 +129,8 @@ typedef struct {
     uint32_t pair_mask;
     uint32_t byte_id[256];  /* the token of each single byte */
     unsigned char *whole;   /* whole[r]: merging token r's bytes ends in token r */
+    void *shared;           /* short texts' merged pieces (Cached[CACHE_SLOTS]), made on
+                             * first use, touched only with the GIL held */
 } Vocabulary;
 
 /* ---------------------------------------------------------------------------------- */
@@ -1232,6 +1239,7 @@ Vocabulary_dealloc(Vocabulary *self)
     PyMem_Free(self->byte_pairs);
     PyMem_Free(self->present);
     PyMem_Free(self->whole);
+    PyMem_Free(self->shared);
     Py_XDECREF(self->blob_obj);
     Py_XDECREF(self->categories_obj);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -1261,6 +1269,25 @@ Vocabulary_count(Vocabulary *self, PyObject *data)
     Text t = {(const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
               self->categories};
     Py_ssize_t total = 0, i = 0, state = 0;
+#ifndef Py_GIL_DISABLED
+    if (t.n <= CACHE_ABOVE) {
+        /* with the GIL held, through the shared cache (see the top of this file) */
+        if (self->shared == NULL) {
+            self->shared = PyMem_Calloc(CACHE_SLOTS, sizeof(Cached)); /* NULL: no cache */
+        }
+        Cached *shared = (Cached *)self->shared;
+        while (i < t.n) {
+            Py_ssize_t end = next_piece(self, &t, i, &state);
+            Py_ssize_t tokens = piece_count(self, t.s + i, end - i, shared);
+            if (tokens < 0) {
+                return PyErr_NoMemory();
+            }
+            total += tokens;
+            i = end;
+        }
+        return PyLong_FromSsize_t(total);
+    }
+#endif
     Py_BEGIN_ALLOW_THREADS
     Cached *cache = t.n > CACHE_ABOVE ? (Cached *)PyMem_RawCalloc(CACHE_SLOTS, sizeof(Cached)) : NULL;
     while (i < t.n) {

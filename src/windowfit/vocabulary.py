@@ -139,9 +139,9 @@ class _Counting:
 
     vocabulary: _VocabularyType
     count: Callable[[str], int]
-    #: the C counter takes a text's UTF-8 bytes as they are (rank files; a tokenizer.json
-    #: first finds added tokens and normalizes, which work on text)
-    takes_bytes: bool
+    #: the same count of a text's UTF-8 bytes (rank files: the C counter itself; a
+    #: tokenizer.json first finds added tokens and normalizes, which work on text)
+    count_bytes: Callable[[bytes], int]
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,8 @@ def _rank_file(
 
     def load(path: Path) -> _Counting:
         vocabulary = build_vocabulary(read(path), pattern)
-        return _Counting(vocabulary, lambda text: vocabulary.count(_utf8(text)), True)
+        count = vocabulary.count
+        return _Counting(vocabulary, lambda text: count(_utf8(text)), count)
 
     return load
 
@@ -561,8 +562,18 @@ def _hf_counting(bpe: ByteLevelBPE) -> _Counting:
     raw = _splitter([content for content, normalized in bpe.added if not normalized])
     normalized = _splitter([content for content, normalized in bpe.added if normalized])
     nfkc, count = bpe.nfkc, vocabulary.count
+    # ASCII is its own NFKC: an ASCII text where no added token can start is the C
+    # counter's alone (most of a conversation; the general path costs about 2 us a text)
+    # (their first 6 characters: "<|" and "</" alone are everywhere in code and markup)
+    starts = sorted({c[:6] for c, _ in bpe.added if c[:6].isascii()}, key=len, reverse=True)
+    holds_text = re.compile("|".join(map(re.escape, starts))).search if starts else None
+    holds_data = (
+        re.compile(b"|".join(re.escape(s.encode()) for s in starts)).search if starts else None
+    )
 
     def count_text(text: str) -> int:
+        if text.isascii() and (holds_text is None or holds_text(text) is None):
+            return count(text.encode())
         total = 0
         for part, added in raw(text):
             if added:
@@ -574,7 +585,12 @@ def _hf_counting(bpe: ByteLevelBPE) -> _Counting:
                 total += 1 if added_after else count(_utf8(piece))
         return total
 
-    return _Counting(vocabulary, count_text, False)
+    def count_data(data: bytes) -> int:
+        if data.isascii() and (holds_data is None or holds_data(data) is None):
+            return count(data)
+        return count_text(data.decode("utf-8", "replace"))
+
+    return _Counting(vocabulary, count_text, count_data)
 
 
 # ---------------------------------------------------------------------------------------
@@ -583,9 +599,10 @@ def _hf_counting(bpe: ByteLevelBPE) -> _Counting:
 
 
 class VocabularyCounter(Estimator):
-    """Exact counts for ``family`` from its vocabulary file, computed in C without the
-    GIL. ``o200k``, ``cl100k``, ``tekken``: from the rank file, tiktoken's numbers
-    (``encode_ordinary``: special-token strings count as text). ``deepseek``,
+    """Exact counts for ``family`` from its vocabulary file, computed in C (a long text
+    without the GIL; one of up to 4 KB with it held, through merged pieces shared by every
+    short text: see ``_bpe.c``). ``o200k``, ``cl100k``, ``tekken``: from the rank file,
+    tiktoken's numbers (``encode_ordinary``: special-token strings count as text). ``deepseek``,
     ``claude-legacy``: from the ``tokenizer.json``, the numbers of Hugging Face's
     ``tokenizers`` without special tokens added (an added token's string in the text is
     one token, as there). Without ``path`` the file is the one the family's package ships
@@ -618,19 +635,14 @@ class VocabularyCounter(Estimator):
         counting = _load(family, source, spec)
         self._vocabulary = counting.vocabulary
         self._count = counting.count
-        self._takes_bytes = counting.takes_bytes
+        self.count_bytes: Callable[[bytes], int] = counting.count_bytes
+        """Tokens in UTF-8 ``data`` (what :meth:`estimate` counts after encoding)."""
         self.family = family
         self.source = source
         self.name = f"vocabulary:{family}"
 
     def estimate(self, text: str) -> int:
         return self._count(text) if text else 0
-
-    def count_bytes(self, data: bytes) -> int:
-        """Tokens in UTF-8 ``data`` (what :meth:`estimate` counts after encoding)."""
-        if self._takes_bytes:
-            return self._vocabulary.count(data)
-        return self.estimate(data.decode("utf-8", "replace"))
 
 
 _LOADED: dict[tuple[str, Path], _Counting] = {}
@@ -714,7 +726,7 @@ class CheckedEstimator(Estimator):
     comes down). Beyond the profile it costs exact counting of 4 KB, and of about 1.6% of
     a longer text's bytes. ``scale``: what the family counts over the vocabulary's
     tokenizer, where that is another one (see :data:`REFERENCE_OF_FAMILY`); the exact
-    count is then scaled and rounded up. Stateless and safe from any thread."""
+    count is then scaled (:func:`scaled_count`). Stateless and safe from any thread."""
 
     cheap = False
 
@@ -741,7 +753,7 @@ class CheckedEstimator(Estimator):
             data = _utf8(text)
             if len(data) <= EXACT_BYTES:
                 exact = self.vocabulary.count_bytes(data)
-                return exact if self.scale == 1.0 else math.ceil(exact * self.scale)
+                return exact if self.scale == 1.0 else scaled_count(exact, self.scale)
         count, profile = self.vocabulary.count_bytes, self.profile.estimate
         counted = profiled = 0
         for data, window in _windows(text):
@@ -749,6 +761,18 @@ class CheckedEstimator(Estimator):
             profiled += profile(window)
         ratio = self.scale * counted / profiled * SAMPLE_MARGIN
         return max(1, math.ceil(profile(text) * ratio))
+
+
+def scaled_count(count: int, scale: float) -> int:
+    """An exact ``count`` of the vocabulary that stands in for a family, scaled to the
+    family (``scale`` at least 1) and rounded to the nearest token, never below ``count``.
+
+    Why not rounded up: the scale is what the family counts over the stand-in on whole
+    texts; a text the stand-in counts as one token is most likely one token to the family
+    too, and rounding 1 x 1.137 up to 2 doubled every one-word text (and a conversation is
+    many of them). Rounded to nearest, the answer is never below the stand-in's count
+    (``count x scale >= count``) and at most 1.25 times it at any size."""
+    return math.floor(count * scale + 0.5)
 
 
 def _windows(text: str) -> Iterator[tuple[bytes, str]]:
@@ -808,7 +832,7 @@ class LargestEstimator(Estimator):
                 for count, scale in self._exact:
                     tokens = count(data) if data else 0
                     if scale != 1.0:
-                        tokens = math.ceil(tokens * scale)
+                        tokens = scaled_count(tokens, scale)
                     if tokens > best:
                         best = tokens
                 for estimate in self._alone:
