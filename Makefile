@@ -67,11 +67,11 @@ $(STAMP): pyproject.toml setup.py Makefile
 		--dest $(CORPUS_DIR) $(CORPUS_WHEELS)
 	touch $(STAMP)
 
-# The optional C speedup of the estimate (src/windowfit/_weigh.c, built by setup.py) is
+# The optional C speedups (src/windowfit/_weigh.c and _bpe.c, built by setup.py) are
 # compiled by the editable install above; this rebuilds it when its source changes. Without
 # a C compiler the build goes on without it (windowfit then counts in Python, same counts).
 SPEEDUP_STAMP := $(VENV)/.windowfit-speedup
-$(SPEEDUP_STAMP): $(STAMP) setup.py src/windowfit/_weigh.c
+$(SPEEDUP_STAMP): $(STAMP) setup.py src/windowfit/_weigh.c src/windowfit/_bpe.c
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(SPEEDUP_STAMP)
 

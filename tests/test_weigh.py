@@ -54,6 +54,12 @@ def _agree(text: str) -> None:
         for framing in (0.0, estimator.framing):
             counts = [count(text) for count in _paths(estimator, framing)]
             assert len(set(counts)) == 1, (estimator.family, framing, counts, text[:80])
+        if Weigher is not None:  # pure ASCII: the AVX2 pass and the table look-ups
+            weigher = Weigher(**estimator.weigher_arguments(0.0))
+            assert weigher.units(text) == weigher.units(text, simd=False), (
+                estimator.family,
+                text[:80],
+            )
 
 
 ANY_CHARACTER = st.one_of(
@@ -79,9 +85,85 @@ def test_the_speedup_counts_runs_across_blocks_as_python_does(text: str) -> None
     _agree(text)
 
 
+#: Pure ASCII, every character of it (controls and DEL too) and the set edges most.
+ASCII_TEXT = st.text(
+    st.one_of(
+        st.characters(max_codepoint=0x7F), st.sampled_from("`az{@AZ[/09:\t\n\x0b\r\x0e \x1f")
+    ),
+    max_size=400,
+)
+ASCII_RUNNY = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "z", "Q", "!", "=", " ", "\n", "7", "ab", "a!"]), st.integers(1, 90)
+    ),
+    max_size=12,
+).map(lambda parts: "".join(char * count for char, count in parts))
+
+
+@needs_speedup
+@given(ASCII_TEXT)
+def test_the_ascii_pass_counts_any_ascii_as_python_does(text: str) -> None:
+    _agree(text)
+
+
+@needs_speedup
+@given(ASCII_RUNNY)
+def test_the_ascii_pass_counts_runs_across_blocks_as_python_does(text: str) -> None:
+    _agree(text)
+
+
+def _has_avx2() -> bool:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            return any(line.startswith("flags") and " avx2" in line for line in info)
+    except OSError:
+        return False
+
+
+@needs_speedup
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=lambda e: e.family)
+def test_every_family_sums_ascii_by_the_avx2_pass_where_the_cpu_has_it(
+    estimator: ProfileEstimator,
+) -> None:
+    """The tables of every family allow the pass; built with it, on a CPU with AVX2, it is
+    the one taken (else the tests above would only ever compare the look-ups with
+    themselves, and a broken processor check would go unseen)."""
+    assert Weigher is not None
+    from windowfit import _weigh
+
+    weigher = Weigher(**estimator.weigher_arguments(0.0))
+    if not _weigh.AVX2_BUILT:
+        pytest.skip("built without the AVX2 pass (not x86, or not GCC 5+ / Clang 6+)")
+    if not _has_avx2():
+        pytest.skip("this CPU has no AVX2: pure ASCII is summed by the look-ups")
+    assert weigher.simd
+
+
+@needs_speedup
+@pytest.mark.parametrize(
+    "change",
+    [
+        # an extra a character, not the same for every letter
+        {"char_extras": b"".join((cp % 7).to_bytes(2, "little") for cp in range(0x10000))},
+        # pair weights (with the class extras) over a byte
+        {"weights": bytes([255]) * 256, "class_extras": (1).to_bytes(4, "little") * 256},
+    ],
+    ids=["char extras", "weights over a byte"],
+)
+def test_tables_the_ascii_pass_cannot_sum_take_the_look_ups(change: dict[str, object]) -> None:
+    assert Weigher is not None
+    arguments = {**ESTIMATORS[0].weigher_arguments(0.0), **change}
+    weigher = Weigher(**arguments)  # type: ignore[arg-type]
+    assert not weigher.simd
+    text = "Hello, World! 123\n\tabc " * 30
+    assert weigher.units(text) == weigher.units(text, simd=False)
+
+
 @needs_speedup
 @pytest.mark.parametrize("size", [0, 1, 3, 4, 15, 16, 17, 63, 64, 65, 127, 128, 129, 1000])
-@pytest.mark.parametrize("char", ["a", "!", "x!", "ab ", "\u0436", "\U0001f600", "\ud800"])
+@pytest.mark.parametrize(
+    "char", ["a", "!", "x!", "ab ", "\n", "7 ", "\u0436", "\U0001f600", "\ud800"]
+)
 def test_the_speedup_counts_runs_at_block_edges(size: int, char: str) -> None:
     _agree(char * size)
     _agree("Z" + char * size)

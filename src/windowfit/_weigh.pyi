@@ -1,5 +1,8 @@
 from typing import final
 
+#: 1 where the module was built with the AVX2 pass over pure ASCII (x86, GCC or Clang).
+AVX2_BUILT: int
+
 @final
 class Weigher:
     def __init__(
@@ -20,4 +23,6 @@ class Weigher:
         framing: float,
     ) -> None: ...
     def __call__(self, text: str, /) -> int: ...
-    def units(self, text: str, /) -> int: ...
+    def units(self, text: str, /, *, simd: bool = True) -> int: ...
+    @property
+    def simd(self) -> bool: ...

@@ -844,15 +844,16 @@ class LargestEstimator(Estimator):
             return max(estimate(text) for estimate in self._every)
         # A long text: the conservative profile's estimate, once, times the largest of
         # what each vocabulary counts over that profile on the same windows (the check of
-        # CheckedEstimator, with one profile pass over the text instead of five).
+        # CheckedEstimator, with one profile pass over the text instead of five). One
+        # vocabulary at a time over every window: the windows' words recur, and their
+        # slots stay in the processor's cache until the next vocabulary (taking the five
+        # in turn on each window was a third slower).
         profile = self.profile.estimate
-        profiled = 0
-        counted = [0] * len(self._exact)
-        for data, window in _windows(text):
-            profiled += profile(window)
-            for k, (count, _) in enumerate(self._exact):
-                counted[k] += count(data)
-        largest = max(n * scale for n, (_, scale) in zip(counted, self._exact, strict=True))
+        windows = list(_windows(text))
+        profiled = sum(profile(window) for _, window in windows)
+        largest = max(
+            scale * sum(count(data) for data, _ in windows) for count, scale in self._exact
+        )
         ratio = largest / max(1, profiled) * SAMPLE_MARGIN
         best = max(1, math.ceil(profile(text) * ratio))
         for estimate in self._alone:
