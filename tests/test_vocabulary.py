@@ -67,6 +67,15 @@ TRICKY = (
 tricky_text = st.text(alphabet=st.sampled_from(TRICKY), max_size=60)
 #: Characters this Python's Unicode knows: the regex module's tables may be newer.
 known_text = st.text(st.characters(exclude_categories=["Cn", "Cs"]), max_size=80)
+#: Words as English and code write them, for the scanners' ASCII fast path: runs of either
+#: case, every ASCII character as a prefix or an end, apostrophes (contractions), and
+#: letters past 0x7F that go on with a word (or are a prefix) where the fast path stops.
+WORD_PARTS = (
+    *(chr(c) for c in range(128)),
+    "the", "The", "THE", "tHe", "HTTPServer", "fooBar", "x", "I", "don't", "'s", "'LL",
+    "caf\u00e9", "\u00c9cole", "na\u00efve", "Stra\u00dfe", "\u02b0", "\u0301", "\u00b5",
+)  # fmt: skip
+word_text = st.lists(st.sampled_from(WORD_PARTS), max_size=50).map("".join)
 
 
 def _exact(counter: voc.VocabularyCounter, real: object, text: str) -> None:
@@ -91,9 +100,17 @@ def test_counts_are_tiktokens_on_any_text(pair, text: str) -> None:
 
 
 @settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=word_text)
+def test_counts_are_tiktokens_on_words_as_english_and_code_write_them(pair, text: str) -> None:
+    _exact(*pair, text)
+
+
+@settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(text=st.one_of(tricky_text, known_text))
+@given(text=st.one_of(tricky_text, known_text, word_text))
 def test_pieces_are_the_patterns(pair, text: str) -> None:
     counter, real = pair
     pattern = regex.compile(real.encoding._pat_str)

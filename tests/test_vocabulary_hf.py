@@ -71,6 +71,15 @@ TRICKY = (
 tricky_text = st.lists(st.sampled_from(TRICKY), max_size=40).map("".join)
 #: Characters this Python's Unicode knows: the tokenizers' tables may be of another version.
 known_text = st.text(st.characters(exclude_categories=["Cn", "Cs"]), max_size=80)
+#: Words as English and code write them, for the scanners' ASCII fast path: runs of either
+#: case, every ASCII character as a prefix or an end, apostrophes (contractions), and
+#: letters past 0x7F that go on with a word (or are a prefix) where the fast path stops.
+WORD_PARTS = (
+    *(chr(c) for c in range(128)),
+    "the", "The", "THE", "tHe", "HTTPServer", "fooBar", "x", "I", "don't", "'s", "'LL",
+    "caf\u00e9", "\u00c9cole", "na\u00efve", "Stra\u00dfe", "\u02b0", "\u0301", "\u00b5",
+)  # fmt: skip
+word_text = st.lists(st.sampled_from(WORD_PARTS), max_size=50).map("".join)
 
 
 def _exact(counter: voc.VocabularyCounter, real: HFTokenizerEstimator, text: str) -> None:
@@ -94,6 +103,12 @@ def test_counts_are_hfs_on_any_text(pair, text: str) -> None:
     _exact(*pair, text)
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=FIXTURE)
+@given(text=word_text)
+def test_counts_are_hfs_on_words_as_english_and_code_write_them(pair, text: str) -> None:
+    _exact(*pair, text)
+
+
 def _hf_pieces(real: HFTokenizerEstimator, text: str) -> list[bytes]:
     alphabet = voc.byte_level_alphabet()
     pre = real.tokenizer.pre_tokenizer
@@ -101,7 +116,7 @@ def _hf_pieces(real: HFTokenizerEstimator, text: str) -> list[bytes]:
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=FIXTURE)
-@given(text=st.one_of(tricky_text, known_text))
+@given(text=st.one_of(tricky_text, known_text, word_text))
 def test_pieces_are_the_pre_tokenizers(pair, text: str) -> None:
     counter, real = pair
     text = voc.nfkc_as_hf(text) if counter.family == "claude-legacy" else text
