@@ -573,14 +573,12 @@ typedef struct {
     unsigned char key[CACHED_BYTES];
 } Cached;
 
-/* The tokens of one piece p[0:n], whose head and hash (hash_with_head) are given. */
+/* The tokens of one piece p[0:n] of two bytes or more (count_text counts a byte as one),
+ * whose head and hash (hash_with_head) are given. */
 static Py_ssize_t
 piece_count(const Vocabulary *v, const unsigned char *p, Py_ssize_t n, uint64_t head,
             uint32_t hash, Cached *cache)
 {
-    if (n <= 1) {
-        return n;
-    }
     if (is_one_token(v, p, n, head, hash)) {
         return 1;
     }

@@ -55,12 +55,13 @@ typedef struct {
     unsigned char latin1_groups[256];
     int latin1_ok;
     int latin1_ranges; /* the class table's lowercase and punctuation are the ranges above */
-    /* Pure ASCII by six sets of characters (see ascii_set_of): the weight of a character
-     * by the set of the one before and its own set, and whether a set is the lowercase or
-     * punctuation run class. ascii_ok is 0 where the tables do not give every character
-     * of a set the same weights, or a pair weighs more than a byte holds. */
-    uint32_t ascii_pair[ASCII_SETS][ASCII_SETS];
-    unsigned char ascii_lower[ASCII_SETS], ascii_punct[ASCII_SETS];
+    /* Pure ASCII by six sets of characters (see ascii_set_of), as the AVX2 pass's shuffle
+     * tables take them, made once here: the weight of a character by the set of the one
+     * before (a) and its own (b) at ascii_weights[8 * a + b], and 0x80 at ascii_lower[a]
+     * (ascii_punct[a]) where set a is the lowercase (punctuation) run class. ascii_ok is 0
+     * where the tables do not give every character of a set the same weights, or a pair
+     * weighs more than a byte holds. */
+    unsigned char ascii_weights[48], ascii_lower[16], ascii_punct[16];
     int ascii_ok;
     const unsigned char *char_extras; /* BMP code point -> extra units (uint16 LE), or NULL */
     unsigned char astral_low;        /* class byte of U+10000-3FFFF (UTF-8 lead F0) */
@@ -337,18 +338,11 @@ ascii_units(const Weigher *self, const unsigned char *p, Py_ssize_t n, Runs *low
                                              0, 1, 1, 0, 2, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0);
     const __m256i set_high = _mm256_setr_epi8(0, 3, 4, 0, 4, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0,
                                               0, 3, 4, 0, 4, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0);
-    char lower_of[16] = {0}, punct_of[16] = {0}, weight_of[48] = {0};
-    for (int a = 0; a < ASCII_SETS; a++) {
-        lower_of[a] = self->ascii_lower[a] ? (char)0x80 : 0;
-        punct_of[a] = self->ascii_punct[a] ? (char)0x80 : 0;
-        for (int b = 0; b < ASCII_SETS; b++)
-            weight_of[8 * a + b] = (char)self->ascii_pair[a][b];
-    }
-    const __m256i lower_set = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lower_of));
-    const __m256i punct_set = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)punct_of));
+    const __m256i lower_set = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)self->ascii_lower));
+    const __m256i punct_set = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)self->ascii_punct));
     __m256i weights[3];
     for (int t = 0; t < 3; t++)
-        weights[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(weight_of + 16 * t)));
+        weights[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(self->ascii_weights + 16 * t)));
     const __m256i nibble = _mm256_set1_epi8(0x0F), above = _mm256_set1_epi8(0x70);
     const __m256i sixteen = _mm256_set1_epi8(16), thirty_two = _mm256_set1_epi8(32);
     const __m256i iota = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17,
@@ -394,7 +388,7 @@ ascii_units(const Weigher *self, const unsigned char *p, Py_ssize_t n, Runs *low
     _mm256_storeu_si256((__m256i *)lanes, sums);
     /* the first character comes after the start (group 0), not after set 0 */
     return (long long)(lanes[0] + lanes[1] + lanes[2] + lanes[3]) + self->latin1_weights[0][p[0]] -
-           self->ascii_pair[0][ascii_set_of(p[0])];
+           self->ascii_weights[ascii_set_of(p[0])];
 }
 #endif
 
@@ -640,12 +634,13 @@ weigher_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     for (int a = 0; a < ASCII_SETS; a++) {
         const unsigned c = cb[first_of[a]];
-        self->ascii_lower[a] = c == (unsigned)lower_code;
-        self->ascii_punct[a] = c == (unsigned)punct_code;
+        self->ascii_lower[a] = c == (unsigned)lower_code ? 0x80 : 0;
+        self->ascii_punct[a] = c == (unsigned)punct_code ? 0x80 : 0;
         for (int b = 0; b < ASCII_SETS; b++) {
-            self->ascii_pair[a][b] = self->latin1_weights[c & 7][first_of[b]];
-            if (self->ascii_pair[a][b] > 255) /* the pass sums weights of one byte */
+            const uint32_t weight = self->latin1_weights[c & 7][first_of[b]];
+            if (weight > 255) /* the pass sums weights of one byte */
                 self->ascii_ok = 0;
+            self->ascii_weights[8 * a + b] = (unsigned char)weight;
         }
     }
     self->astral_low = (unsigned char)astral_low;
