@@ -76,6 +76,12 @@ WORD_PARTS = (
     "caf\u00e9", "\u00c9cole", "na\u00efve", "Stra\u00dfe", "\u02b0", "\u0301", "\u00b5",
 )  # fmt: skip
 word_text = st.lists(st.sampled_from(WORD_PARTS), max_size=50).map("".join)
+#: Long pieces, merged by the scan (up to 64 bytes) or the heap (past that): runs of
+#: digits, punctuation, a few letters or hex, as numbers, separator lines and hashes are.
+LONG_PIECE_ALPHABETS = ("0123456789", "=-*#/.", "ab", "0123456789abcdef", "xyzXYZ", "é€")
+long_piece_text = st.sampled_from(LONG_PIECE_ALPHABETS).flatmap(
+    lambda alphabet: st.text(alphabet, min_size=1, max_size=400)
+)
 
 
 def _exact(counter: voc.VocabularyCounter, real: object, text: str) -> None:
@@ -104,6 +110,14 @@ def test_counts_are_tiktokens_on_any_text(pair, text: str) -> None:
 )
 @given(text=word_text)
 def test_counts_are_tiktokens_on_words_as_english_and_code_write_them(pair, text: str) -> None:
+    _exact(*pair, text)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=long_piece_text)
+def test_counts_are_tiktokens_on_long_pieces(pair, text: str) -> None:
     _exact(*pair, text)
 
 

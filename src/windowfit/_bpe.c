@@ -127,6 +127,8 @@ typedef struct {
     /* merge mode only (pairs == NULL: rank mode) */
     Pair *pairs;
     uint32_t pair_mask;
+    uint64_t *pair_present; /* the pairs' present (one bit per hash value): most pairs a
+                             * long piece's merge asks for have no merge */
     uint32_t byte_id[256];  /* the token of each single byte */
     unsigned char *whole;   /* whole[r]: merging token r's bytes ends in token r */
     void *shared;           /* short texts' merged pieces (Cached[CACHE_SLOTS]), made on
@@ -278,7 +280,11 @@ static inline uint32_t
 pair_rank(const Vocabulary *v, uint32_t left, uint32_t right, uint32_t *result)
 {
     uint64_t key = ((uint64_t)left << 32) | right;
-    uint32_t i = hash_pair(key) & v->pair_mask;
+    uint32_t hash = hash_pair(key), bit = (hash >> 7) & (FILTER_BITS - 1);
+    if (!(v->pair_present[bit >> 6] >> (bit & 63) & 1u)) {
+        return NO_RANK;
+    }
+    uint32_t i = hash & v->pair_mask;
     for (;;) {
         const Pair *s = &v->pairs[i];
         if (s->rank1 == 0) {
@@ -342,24 +348,21 @@ scan_merge(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
  * position, which is the order the scan takes them in. An entry whose join has changed
  * since is skipped: a part's join only grows, and two spans are two tokens of two
  * ranks, so a stale entry never looks current. */
-typedef struct {
-    uint32_t rank;
-    uint32_t at;
-} Join;
+typedef uint64_t Join; /* rank << 32 | at: one comparison orders by rank, then position */
 
-static inline int
-join_less(Join a, Join b)
+static inline Join
+join_of(uint32_t rank, uint32_t at)
 {
-    return a.rank < b.rank || (a.rank == b.rank && a.at < b.at);
+    return (uint64_t)rank << 32 | at;
 }
 
-static void
+static inline void
 heap_push(Join *heap, Py_ssize_t *size, Join item)
 {
     Py_ssize_t i = (*size)++;
     while (i > 0) {
         Py_ssize_t parent = (i - 1) / 2;
-        if (!join_less(item, heap[parent])) {
+        if (heap[parent] <= item) {
             break;
         }
         heap[i] = heap[parent];
@@ -368,28 +371,35 @@ heap_push(Join *heap, Py_ssize_t *size, Join item)
     heap[i] = item;
 }
 
-static Join
+/* The smallest entry, out. The hole it leaves goes down to a leaf by the smaller child
+ * (chosen without a branch), and the last entry comes up from there: it mostly belongs
+ * near the bottom, and a pop then costs one unforeseeable branch, not one a level. (Its
+ * heap has room for one entry past the end: the child compared past it is never taken.) */
+static inline Join
 heap_pop(Join *heap, Py_ssize_t *size)
 {
-    Join top = heap[0], last = heap[--(*size)];
+    const Join top = heap[0];
+    const Py_ssize_t n = --(*size);
+    const Join last = heap[n];
     Py_ssize_t i = 0;
     for (;;) {
         Py_ssize_t child = 2 * i + 1;
-        if (child >= *size) {
+        if (child >= n) {
             break;
         }
-        if (child + 1 < *size && join_less(heap[child + 1], heap[child])) {
-            child++;
-        }
-        if (!join_less(heap[child], last)) {
-            break;
-        }
+        child += (Py_ssize_t)((child + 1 < n) & (heap[child + 1] < heap[child]));
         heap[i] = heap[child];
         i = child;
     }
-    if (*size > 0) {
-        heap[i] = last;
+    while (i > 0) {
+        Py_ssize_t parent = (i - 1) / 2;
+        if (heap[parent] <= last) {
+            break;
+        }
+        heap[i] = heap[parent];
+        i = parent;
     }
+    heap[i] = last;
     return top;
 }
 
@@ -410,13 +420,13 @@ heap_merge(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
         prev[i] = i == 0 ? NO_RANK : (uint32_t)(i - 1);
         rank[i] = i + 2 <= n ? byte_pair_rank(v, p + i) : NO_RANK;
         if (rank[i] != NO_RANK) {
-            heap_push(heap, &size, (Join){rank[i], (uint32_t)i});
+            heap_push(heap, &size, join_of(rank[i], (uint32_t)i));
         }
     }
     while (size > 0) {
         Join join = heap_pop(heap, &size);
-        uint32_t at = join.at;
-        if (rank[at] != join.rank) {
+        uint32_t at = (uint32_t)join;
+        if (rank[at] != (uint32_t)(join >> 32)) {
             continue; /* stale, or a part already joined to its left (rank NO_RANK) */
         }
         uint32_t gone = next[at];
@@ -429,13 +439,13 @@ heap_merge(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
         uint32_t after = next[at];
         rank[at] = after < (uint32_t)n ? rank_of(v, p + at, (Py_ssize_t)(next[after] - at)) : NO_RANK;
         if (rank[at] != NO_RANK) {
-            heap_push(heap, &size, (Join){rank[at], at});
+            heap_push(heap, &size, join_of(rank[at], at));
         }
         if (prev[at] != NO_RANK) {
             uint32_t before = prev[at];
             rank[before] = rank_of(v, p + before, (Py_ssize_t)(after - before));
             if (rank[before] != NO_RANK) {
-                heap_push(heap, &size, (Join){rank[before], before});
+                heap_push(heap, &size, join_of(rank[before], before));
             }
         }
     }
@@ -511,13 +521,13 @@ pair_heap_merge(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
     for (Py_ssize_t i = 0; i < n; i++) {
         rank[i] = i + 1 < n ? pair_rank(v, id[i], id[i + 1], &made[i]) : NO_RANK;
         if (rank[i] != NO_RANK) {
-            heap_push(heap, &size, (Join){rank[i], (uint32_t)i});
+            heap_push(heap, &size, join_of(rank[i], (uint32_t)i));
         }
     }
     while (size > 0) {
         Join join = heap_pop(heap, &size);
-        uint32_t at = join.at;
-        if (rank[at] != join.rank) {
+        uint32_t at = (uint32_t)join;
+        if (rank[at] != (uint32_t)(join >> 32)) {
             continue; /* stale, or a part already joined to its left (rank NO_RANK) */
         }
         uint32_t gone = next[at];
@@ -531,13 +541,13 @@ pair_heap_merge(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
         uint32_t after = next[at];
         rank[at] = after < (uint32_t)n ? pair_rank(v, id[at], id[after], &made[at]) : NO_RANK;
         if (rank[at] != NO_RANK) {
-            heap_push(heap, &size, (Join){rank[at], at});
+            heap_push(heap, &size, join_of(rank[at], at));
         }
         if (prev[at] != NO_RANK) {
             uint32_t before = prev[at];
             rank[before] = pair_rank(v, id[before], id[at], &made[before]);
             if (rank[before] != NO_RANK) {
-                heap_push(heap, &size, (Join){rank[before], before});
+                heap_push(heap, &size, join_of(rank[before], before));
             }
         }
     }
@@ -1195,7 +1205,8 @@ build_pairs(Vocabulary *self, PyObject *merges_obj)
     }
     self->pairs = (Pair *)PyMem_Calloc(capacity, sizeof(Pair));
     self->whole = (unsigned char *)PyMem_Calloc(self->tokens, 1);
-    if (self->pairs == NULL || self->whole == NULL) {
+    self->pair_present = (uint64_t *)PyMem_Calloc(FILTER_BITS / 64, sizeof(uint64_t));
+    if (self->pairs == NULL || self->whole == NULL || self->pair_present == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -1220,7 +1231,9 @@ build_pairs(Vocabulary *self, PyObject *merges_obj)
             return -1;
         }
         uint64_t key = ((uint64_t)triple[0] << 32) | triple[1];
-        uint32_t i = hash_pair(key) & self->pair_mask;
+        uint32_t hash = hash_pair(key), bit = (hash >> 7) & (FILTER_BITS - 1);
+        self->pair_present[bit >> 6] |= (uint64_t)1 << (bit & 63);
+        uint32_t i = hash & self->pair_mask;
         while (self->pairs[i].rank1 != 0 && self->pairs[i].key != key) {
             i = (i + 1) & self->pair_mask;
         }
@@ -1391,6 +1404,7 @@ Vocabulary_dealloc(Vocabulary *self)
     PyMem_Free(self->offsets);
     PyMem_Free(self->slots);
     PyMem_Free(self->pairs);
+    PyMem_Free(self->pair_present);
     PyMem_Free(self->byte_pairs);
     PyMem_Free(self->present);
     PyMem_Free(self->whole);

@@ -102,6 +102,19 @@ runs_word(Runs *r, uint64_t m, int bits, int shift)
         r->open += 64;
         return;
     }
+    if (bits == 64) {
+        /* The common case, without a branch the processor cannot foresee: no run of
+         * 2**shift inside the word, and the open run ends in it still short of one. */
+        uint64_t whole = m;
+        for (int k = 1; k < (1 << shift); k <<= 1)
+            whole &= whole >> k;
+        const uint64_t gaps = ~m;
+        const int lead = gaps ? __builtin_ctzll(gaps) : 64;
+        if (whole == 0 && ((r->open + lead) >> shift) == 0) {
+            r->open = __builtin_clzll(gaps); /* (gaps is not 0: lead is short of a run) */
+            return;
+        }
+    }
     int lead = __builtin_ctzll(~m); /* the ones at the bottom continue the open run */
     if (lead == bits) {             /* (only in a short last word) */
         r->open += lead;
