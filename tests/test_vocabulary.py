@@ -334,6 +334,68 @@ def test_long_text_is_never_checked_below_what_its_windows_say(pair) -> None:
     assert checked.estimate(text) >= real.estimate(text) > profile.estimate(text)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    parts=st.lists(
+        st.tuples(st.sampled_from(["a b ", "12", "हिं", "日本", "😀", "\n"]), st.integers(1, 3000)),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_the_windows_stretches_cover_the_text_once(parts: list[tuple[str, int]]) -> None:
+    """Every character of a long text is in exactly one window's stretch: with the length
+    as the profile, each weight is the stretch's length over the window's, so the weights
+    times the windows' lengths add up to the text's."""
+    text = "".join(piece * count for piece, count in parts)
+    if len(text) < voc.WINDOW_BYTES * 2:
+        return
+    strata = voc._strata(text, len)
+    assert len(strata) >= voc.WINDOWS
+    assert all(weight >= 0 for _, weight in strata)
+    covered = sum(weight * len(data.decode()) for data, weight in strata)
+    assert covered == pytest.approx(len(text))
+
+
+def _mixed_texts() -> dict[str, str]:
+    """Long texts of unlike parts, which the profiles misjudge by different factors."""
+    rng = random.Random(7)
+
+    def words(first: int, last: int, count: int) -> str:
+        return " ".join(
+            "".join(chr(rng.randint(first, last)) for _ in range(rng.randint(2, 6)))
+            for _ in range(count)
+        )
+
+    hindi = "यह पुस्तक उन लोगों के लिए लिखी गई है जो अपने घर के कामकाज को सरल बनाना चाहते हैं। "
+    indonesian = "Pengaturan ini menentukan bagaimana pengguna mengelola berkas-berkasnya. "
+    digits = "".join(rng.choice("0123456789") for _ in range(3000))
+    return {
+        "digits then Hindi": digits + "\n" + hindi * 60,
+        "Hindi then digits": hindi * 200 + "\n" + digits,
+        "Tai Tham then Indonesian": words(0x1A20, 0x1A54, 600) + "\n" + indonesian * 160,
+        "code then Chinese": "def f(x):\n    return x + 1\n" * 300
+        + "这是一个用于测试的中文句子，包含常见的词语。" * 300,
+    }
+
+
+@pytest.mark.parametrize(
+    "family", ["o200k", "cl100k", "tekken", "deepseek", "claude", "conservative"]
+)
+@pytest.mark.parametrize("name", list(_mixed_texts()))
+def test_a_long_text_of_unlike_parts_is_not_under_counted(family: str, name: str) -> None:
+    """Each window corrects the stretch of text it stands for: one ratio for the whole
+    text put 3,000 digits and then Hindi at 0.92 of the largest count (conservative)."""
+    estimator = estimator_for(family=family)
+    parts = estimator.parts if isinstance(estimator, voc.LargestEstimator) else (estimator,)
+    exact = [p for p in parts if isinstance(p, voc.CheckedEstimator)]
+    if not exact:
+        pytest.skip(f"no vocabulary checks {family} here")
+    text = _mixed_texts()[name]
+    assert len(text.encode()) > voc.EXACT_BYTES  # the windows' path, not the exact one
+    real = max(voc.scaled_count(p.vocabulary.estimate(text), p.scale) for p in exact)
+    assert real <= estimator.estimate(text) <= 1.25 * real
+
+
 def test_turned_off_without_the_speedups() -> None:
     code = (
         "from windowfit.profiles import estimator_for;"

@@ -1158,26 +1158,55 @@ next_piece(const Vocabulary *v, const Text *t, Py_ssize_t i, Py_ssize_t *state)
 /* Counting a text                                                                     */
 /* ---------------------------------------------------------------------------------- */
 
+/* Pieces are found AHEAD at a time before any is counted, and their slots asked of
+ * memory together. Why: a count that runs between other work (an agent's, or the other
+ * vocabularies of the conservative check, which take turns in the processor's cache)
+ * finds the slot table (megabytes) cold, where each look-up waited for memory before the
+ * next piece was found; cold, the windows of 300,000 characters took 3-5 times as long as
+ * warm. Found ahead, the waits overlap: the cold conservative check of English, code and
+ * digits a fifth to a quarter faster (RESULTS.md, session 15); the counts are the same. */
+#define AHEAD 16
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(address) __builtin_prefetch(address)
+#else
+#define PREFETCH(address) ((void)0)
+#endif
+
 /* The tokens of all of t, or -1 when memory runs out. */
 static Py_ssize_t
 count_text(const Vocabulary *v, const Text *t, Cached *cache)
 {
     Py_ssize_t total = 0, i = 0, state = 0;
+    Py_ssize_t start[AHEAD], stop[AHEAD];
+    uint64_t head[AHEAD];
+    uint32_t hash[AHEAD];
     while (i < t->n) {
-        Py_ssize_t end = next_piece(v, t, i, &state);
-        if (end - i <= 1) {
-            total += end - i; /* one byte is one token */
+        int found = 0;
+        while (found < AHEAD && i < t->n) {
+            Py_ssize_t end = next_piece(v, t, i, &state);
+            if (end - i <= 1) {
+                total += end - i; /* one byte is one token */
+            }
+            else {
+                uint64_t h = head_of(t->s + i, end - i);
+                uint32_t x = hash_with_head(t->s + i, end - i, h);
+                PREFETCH(&v->slots[x & v->mask]);
+                start[found] = i;
+                stop[found] = end;
+                head[found] = h;
+                hash[found] = x;
+                found++;
+            }
+            i = end;
         }
-        else {
-            uint64_t head = head_of(t->s + i, end - i);
-            uint32_t hash = hash_with_head(t->s + i, end - i, head);
-            Py_ssize_t tokens = piece_count(v, t->s + i, end - i, head, hash, cache);
+        for (int k = 0; k < found; k++) {
+            Py_ssize_t tokens =
+                piece_count(v, t->s + start[k], stop[k] - start[k], head[k], hash[k], cache);
             if (tokens < 0) {
                 return -1;
             }
             total += tokens;
         }
-        i = end;
     }
     return total;
 }

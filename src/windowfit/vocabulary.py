@@ -18,8 +18,9 @@ Three things live here:
   (DeepSeek-V3's, and the legacy Claude one), merging by pair as Hugging Face's
   ``tokenizers`` does: its numbers, without it.
 * :class:`CheckedEstimator`: the family's profile, checked by its vocabulary. A short text
-  is counted exactly; a long one gets the profile's estimate times what the vocabulary
-  counts over the profile on windows spread through it (and a margin), which costs a small
+  is counted exactly; a long one gets, for each of a few windows spread through it, what
+  the vocabulary counts on the window over what the profile estimates there, times the
+  profile's estimate of the stretch of text around it (and a margin), which costs a small
   share of counting it exactly.
   :func:`windowfit.profiles.estimator_for` gives it for a model of these families when the
   vocabulary can be found; otherwise the profile alone.
@@ -41,7 +42,7 @@ import sys
 import threading
 import unicodedata
 from array import array
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -692,7 +693,7 @@ EXACT_BYTES = 4096
 WINDOWS = 16
 WINDOW_BYTES = 256
 WINDOW_EVERY = 16_384
-#: What the windows' ratio is multiplied by, for the parts of the text no window saw:
+#: What the windows' answer is multiplied by, for the parts of the text no window saw:
 #: chosen on the Django catalogs (every one then at least 1.00 of its real count), checked
 #: on the Sphinx ones and the real texts (RESULTS.md, "Counts checked by the vocabulary").
 SAMPLE_MARGIN = 1.08
@@ -719,14 +720,16 @@ class CheckedEstimator(Estimator):
     """A profile's estimate checked by the family's vocabulary (see the module docstring).
 
     ``estimate(text)``: exact for a text of up to :data:`EXACT_BYTES` bytes. A longer one
-    gets the profile's estimate times the vocabulary's count over the profile's on
-    :data:`WINDOWS` (or more) windows of about :data:`WINDOW_BYTES` bytes spread through it,
-    times :data:`SAMPLE_MARGIN` for what no window saw: the profile corrected for the
-    words of this text's language, up or down (Khmer, which the profiles count 2-4x high,
-    comes down). Beyond the profile it costs exact counting of 4 KB, and of about 1.6% of
-    a longer text's bytes. ``scale``: what the family counts over the vocabulary's
-    tokenizer, where that is another one (see :data:`REFERENCE_OF_FAMILY`); the exact
-    count is then scaled (:func:`scaled_count`). Stateless and safe from any thread."""
+    is checked on :data:`WINDOWS` (or more) windows of about :data:`WINDOW_BYTES` bytes
+    spread through it: each window's count by the vocabulary over the profile's estimate
+    of it, times the profile's estimate of the stretch of text the window stands for,
+    summed, times :data:`SAMPLE_MARGIN` for what no window saw (:func:`_strata`): the
+    profile corrected for the words of each part's language, up or down (Khmer, which the
+    profiles count 2-4x high, comes down). Beyond the profile it costs exact counting of
+    4 KB, and of about 1.6% of a longer text's bytes. ``scale``: what the family counts
+    over the vocabulary's tokenizer, where that is another one (see
+    :data:`REFERENCE_OF_FAMILY`); the exact count is then scaled (:func:`scaled_count`).
+    Stateless and safe from any thread."""
 
     cheap = False
 
@@ -754,13 +757,10 @@ class CheckedEstimator(Estimator):
             if len(data) <= EXACT_BYTES:
                 exact = self.vocabulary.count_bytes(data)
                 return exact if self.scale == 1.0 else scaled_count(exact, self.scale)
-        count, profile = self.vocabulary.count_bytes, self.profile.estimate
-        counted = profiled = 0
-        for data, window in _windows(text):
-            counted += count(data)
-            profiled += profile(window)
-        ratio = self.scale * counted / profiled * SAMPLE_MARGIN
-        return max(1, math.ceil(profile(text) * ratio))
+        count = self.vocabulary.count_bytes
+        strata = _strata(text, self.profile.estimate)
+        counted = sum(count(data) * weight for data, weight in strata)
+        return max(1, math.ceil(self.scale * counted * SAMPLE_MARGIN))
 
 
 def scaled_count(count: int, scale: float) -> int:
@@ -775,20 +775,41 @@ def scaled_count(count: int, scale: float) -> int:
     return math.floor(count * scale + 0.5)
 
 
-def _windows(text: str) -> Iterator[tuple[bytes, str]]:
-    """The windows a long text is checked on, as (UTF-8, text): :data:`WINDOWS` (and one
-    more for every :data:`WINDOW_EVERY` characters beyond) of about :data:`WINDOW_BYTES`
-    bytes, spread evenly through it."""
+def _strata(text: str, profile: Callable[[str], int]) -> list[tuple[bytes, float]]:
+    """The windows a long text is checked on, each as its UTF-8 and its weight: the
+    profile's estimate of the stretch of text the window stands for over the profile's
+    estimate of the window. A vocabulary's count of the text is then the sum of its
+    counts of the windows times their weights.
+
+    The windows: :data:`WINDOWS` (and one more for every :data:`WINDOW_EVERY` characters
+    beyond) of about :data:`WINDOW_BYTES` bytes, spread evenly through the text; each
+    stands for the text from halfway to the window before it to halfway to the one after.
+
+    Why each window corrects its own stretch, not one ratio the whole text: a long text is
+    often made of unlike parts (3,000 digits and then 17,000 characters of Hindi), which
+    the profile misjudges by different factors. One ratio of all the windows' counts over
+    all their estimates weighs each part by how many windows fell in it, not by how much
+    of the text it is, and under-counted such texts by up to 14% (o200k; RESULTS.md,
+    "Long texts of unlike parts")."""
     size = len(text)
     windows = max(WINDOWS, size // WINDOW_EVERY)
     step = max(1, (size - WINDOW_BYTES) // (windows - 1))
+    placed: list[tuple[bytes, int, int]] = []  # UTF-8, profile's estimate, centre
     for start in range(0, step * windows, step):
         window = text[start : start + WINDOW_BYTES]
         data = _utf8(window)
         if len(data) > WINDOW_BYTES:  # not ASCII: as many characters as fit the bytes
             window = window[: max(1, WINDOW_BYTES * len(window) // len(data))]
             data = _utf8(window)
-        yield data, window
+        placed.append((data, max(1, profile(window)), start + len(window) // 2))
+    strata: list[tuple[bytes, float]] = []
+    begin = 0
+    for k, (data, profiled, centre) in enumerate(placed):
+        end = size if k == len(placed) - 1 else (centre + placed[k + 1][2]) // 2
+        end = min(size, max(begin, end))
+        strata.append((data, profile(text[begin:end]) / profiled if end > begin else 0.0))
+        begin = end
+    return strata
 
 
 class LargestEstimator(Estimator):
@@ -804,9 +825,10 @@ class LargestEstimator(Estimator):
     on windows finds it): what an unknown model's tokenizer is bounded by, as far as
     windowfit knows. It costs one exact count per vocabulary of each text of up to
     :data:`EXACT_BYTES` bytes (the text encoded once for all of them); a longer one is
-    the ``conservative`` profile's estimate times the largest of what the vocabularies
-    count over that profile on the same windows. ``framing`` is the ``conservative``
-    profile's (the largest). Stateless and safe from any thread."""
+    the largest of what the vocabularies count on the same windows, each window weighted
+    by the ``conservative`` profile's estimate of its stretch over its own
+    (:func:`_strata`). ``framing`` is the ``conservative`` profile's (the largest).
+    Stateless and safe from any thread."""
 
     cheap = False
 
@@ -842,20 +864,18 @@ class LargestEstimator(Estimator):
                 return best
         if not self._exact:
             return max(estimate(text) for estimate in self._every)
-        # A long text: the conservative profile's estimate, once, times the largest of
-        # what each vocabulary counts over that profile on the same windows (the check of
-        # CheckedEstimator, with one profile pass over the text instead of five). One
-        # vocabulary at a time over every window: the windows' words recur, and their
-        # slots stay in the processor's cache until the next vocabulary (taking the five
-        # in turn on each window was a third slower).
-        profile = self.profile.estimate
-        windows = list(_windows(text))
-        profiled = sum(profile(window) for _, window in windows)
+        # A long text: the largest of what each vocabulary counts on the same windows,
+        # each window's count weighted by the conservative profile's estimate of the
+        # stretch it stands for over its own (one profile pass over the text for all
+        # five). One vocabulary at a time over every window: the windows' words recur,
+        # and their slots stay in the processor's cache until the next vocabulary (taking
+        # the five in turn on each window was a third slower).
+        strata = _strata(text, self.profile.estimate)
         largest = max(
-            scale * sum(count(data) for data, _ in windows) for count, scale in self._exact
+            scale * sum(count(data) * weight for data, weight in strata)
+            for count, scale in self._exact
         )
-        ratio = largest / max(1, profiled) * SAMPLE_MARGIN
-        best = max(1, math.ceil(profile(text) * ratio))
+        best = max(1, math.ceil(largest * SAMPLE_MARGIN))
         for estimate in self._alone:
             best = max(best, estimate(text))
         return best
