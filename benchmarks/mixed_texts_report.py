@@ -16,9 +16,10 @@ What it measures. ``--mixes`` texts (200 by default), each of 2-8 parts drawn at
 (``--seed``): a slice of 500-60,000 characters (log-uniform, from a random start, cut
 where the tokenizers split anyway) of one of the real texts of ``../shared/data/texts``
 (when present), a translation catalog of the Django and Sphinx wheels (every string of one
-language joined; ``make setup`` downloads them), or a generated text of
-``profiles_report.py`` (a Unicode block's letters in word-like runs, or one of the hard
-ASCII texts), parts joined by a newline. For every family, its estimate without framing
+language joined; ``make setup`` downloads them), one of those with runs of blanks between
+its lines (:data:`PADDINGS`), or a generated text of ``profiles_report.py`` (a Unicode
+block's letters in word-like runs, or one of the hard ASCII texts), parts joined by a
+newline. For every family, its estimate without framing
 (``profiles_report.without_framing``) over the real tokenizer's count of the whole mix
 (``conservative`` over the largest of the five): min, max, how many outside
 [0.98, 1.25], and the worst mixes with their parts.
@@ -102,8 +103,43 @@ def pool(seed: int, data: Path | None) -> list[Source]:
             text = "\n".join(catalog.strings)
             if len(text) >= PART_CHARS[0]:
                 sources.append(Source(catalog.name, "catalog", text))
+    sources += padded_sources(random.Random(seed), sources)
     sources += generated_sources(seed, GENERATED_CHARS)
     return sources
+
+
+#: Padded texts: lines of a text with runs of blanks between them (indentation, blank
+#: lines with trailing spaces, tab columns), which the profile rates very differently
+#: from the words around them. (run, its repeats, the share of lines that are padding)
+PADDINGS = (
+    (" ", (100, 250), 0.15),
+    (" ", (100, 250), 0.4),
+    ("\t", (20, 200), 0.15),
+    ("    \n", (20, 250), 0.1),
+    ("        \n", (5, 40), 0.3),
+)
+
+
+def padded_sources(rng: random.Random, texts: Sequence[Source]) -> list[Source]:
+    """:data:`PADDINGS` applied to lines of texts drawn from ``texts``, 30,000 characters
+    each, two of each padding."""
+    out = []
+    lined = [s for s in texts if s.text.count("\n") > 20]
+    for run, (low, high), share in PADDINGS * 2:
+        if not lined:
+            break
+        source = rng.choice(lined)
+        lines = source.text.splitlines()
+        start = rng.randrange(len(lines))
+        chosen, size = [], 0
+        while size < GENERATED_CHARS:
+            line = run * rng.randint(low, high) if rng.random() < share else lines[start]
+            start = (start + 1) % len(lines)
+            chosen.append(line)
+            size += len(line) + 1
+        name = f"{source.name} padded with {run!r} x{low}-{high} ({share:.0%} of lines)"
+        out.append(Source(name, "padded", "\n".join(chosen)))
+    return out
 
 
 def draw(rng: random.Random, sources: Sequence[Source]) -> tuple[str, list[Part]]:
@@ -181,7 +217,7 @@ def one_ratio(estimator: Estimator, text: str) -> int:
     if len(voc._utf8(text)) <= voc.EXACT_BYTES:
         return estimator.estimate(text)
     strata = voc._strata(text, lambda window: 1)  # the windows alone, unweighted
-    windows = [data.decode() for data, _ in strata]
+    windows = [data.decode() for data, _, _ in strata]
     profiled = sum(max(1, profile(w)) for w in windows)
     largest = max(scale * sum(count(w.encode()) for w in windows) for count, scale in exact)
     return max(1, math.ceil(profile(text) * largest / profiled * voc.SAMPLE_MARGIN))

@@ -60,3 +60,15 @@ def test_a_small_run_goes_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_no_mixes_is_refused() -> None:
     with pytest.raises(SystemExit):
         report.main(["--mixes", "0"])
+
+
+def test_padded_texts_are_a_texts_lines_and_runs_of_blanks() -> None:
+    lined = Source("lines", "catalog", "\n".join(f"line number {n}" for n in range(100)))
+    padded = report.padded_sources(random.Random(1), [lined, POOL[1]])
+    assert len(padded) == 2 * len(report.PADDINGS)
+    originals = set(lined.text.splitlines())
+    for source in padded:
+        assert source.kind == "padded" and len(source.text) >= report.GENERATED_CHARS - 1
+        for line in source.text.split("\n"):
+            assert line in originals or not line.strip(), line[:40]
+    assert report.padded_sources(random.Random(1), [POOL[1]]) == []  # no text of lines
