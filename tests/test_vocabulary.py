@@ -387,6 +387,19 @@ def test_a_vocabulary_that_counts_like_the_profile_gets_the_profiles_estimate(
         assert answer == pytest.approx(_uneven_profile(text), abs=1e-6)
 
 
+def _assert_long_text_within_target(family: str, text: str) -> None:
+    """The family's estimate of a long text (the windows' path, not the exact one) is at
+    least the real count of every vocabulary it is checked by, and at most 1.25 times it."""
+    estimator = estimator_for(family=family)
+    parts = estimator.parts if isinstance(estimator, voc.LargestEstimator) else (estimator,)
+    exact = [p for p in parts if isinstance(p, voc.CheckedEstimator)]
+    if not exact:
+        pytest.skip(f"no vocabulary checks {family} here")
+    assert len(text.encode()) > voc.EXACT_BYTES
+    real = max(voc.scaled_count(p.vocabulary.estimate(text), p.scale) for p in exact)
+    assert real <= estimator.estimate(text) <= 1.25 * real
+
+
 def _mixed_texts() -> dict[str, str]:
     """Long texts of unlike parts, which the profiles misjudge by different factors."""
     rng = random.Random(7)
@@ -416,15 +429,7 @@ def _mixed_texts() -> dict[str, str]:
 def test_a_long_text_of_unlike_parts_is_not_under_counted(family: str, name: str) -> None:
     """Each window corrects the stretch of text it stands for: one ratio for the whole
     text put 3,000 digits and then Hindi at 0.92 of the largest count (conservative)."""
-    estimator = estimator_for(family=family)
-    parts = estimator.parts if isinstance(estimator, voc.LargestEstimator) else (estimator,)
-    exact = [p for p in parts if isinstance(p, voc.CheckedEstimator)]
-    if not exact:
-        pytest.skip(f"no vocabulary checks {family} here")
-    text = _mixed_texts()[name]
-    assert len(text.encode()) > voc.EXACT_BYTES  # the windows' path, not the exact one
-    real = max(voc.scaled_count(p.vocabulary.estimate(text), p.scale) for p in exact)
-    assert real <= estimator.estimate(text) <= 1.25 * real
+    _assert_long_text_within_target(family, _mixed_texts()[name])
 
 
 _COMMON = """the of and to in is was that for on with as by at from his her they which this
@@ -482,15 +487,7 @@ def test_a_window_on_blanks_does_not_decide_prose_around_it(family: str, name: s
     """Each window correcting its own stretch alone answered 0.87 (spaces where windows
     fall, claude) and 1.7 (blank lines, tekken); a window unlike its stretch now leaves it
     to the ratio of all the windows, and an uneven text is checked on more windows."""
-    estimator = estimator_for(family=family)
-    parts = estimator.parts if isinstance(estimator, voc.LargestEstimator) else (estimator,)
-    exact = [p for p in parts if isinstance(p, voc.CheckedEstimator)]
-    if not exact:
-        pytest.skip(f"no vocabulary checks {family} here")
-    text = _padded_texts()[name]
-    assert len(text.encode()) > voc.EXACT_BYTES
-    real = max(voc.scaled_count(p.vocabulary.estimate(text), p.scale) for p in exact)
-    assert real <= estimator.estimate(text) <= 1.25 * real
+    _assert_long_text_within_target(family, _padded_texts()[name])
 
 
 def test_turned_off_without_the_speedups() -> None:
