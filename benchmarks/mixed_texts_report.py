@@ -198,8 +198,8 @@ def measure(
 
 
 def one_ratio(estimator: Estimator, text: str) -> int:
-    """What the check answered before each window corrected its own stretch (windowfit
-    0.x to session 14): one ratio, every window's count over every window's profile
+    """What the check answered before windows corrected their own stretches (up to
+    session 14): one ratio, every window's count over every window's profile
     estimate, times the profile's estimate of the whole text. Kept here to show the two
     side by side on the same mixes."""
     if isinstance(estimator, voc.LargestEstimator):
@@ -216,10 +216,10 @@ def one_ratio(estimator: Estimator, text: str) -> int:
         return estimator.estimate(text)
     if len(voc._utf8(text)) <= voc.EXACT_BYTES:
         return estimator.estimate(text)
-    strata = voc._strata(text, lambda window: 1)  # the windows alone, unweighted
-    windows = [data.decode() for data, _, _ in strata]
-    profiled = sum(max(1, profile(w)) for w in windows)
-    largest = max(scale * sum(count(w.encode()) for w in windows) for count, scale in exact)
+    # the same windows, unweighted (their UTF-8 is cut at a character, so it decodes)
+    windows = [data for data, _, _ in voc._strata(text, lambda window: 1)]
+    profiled = sum(max(1, profile(data.decode())) for data in windows)
+    largest = max(scale * sum(count(data) for data in windows) for count, scale in exact)
     return max(1, math.ceil(profile(text) * largest / profiled * voc.SAMPLE_MARGIN))
 
 
@@ -233,8 +233,8 @@ def markdown(mixes: Sequence[Mix], meta: dict[str, Any], worst: int) -> str:
         f"{meta['mixes']} mixes (seed {meta['seed']}, {meta['characters']:,} characters) "
         f"of parts from {kinds}; {meta['checks']}.",
         "",
-        "Each window corrects its own stretch (windowfit's check) and, beside it, one ratio",
-        "of all the windows for the whole text (the check before):",
+        "windowfit's check (each window corrects the stretch it is like) and, beside it,",
+        "one ratio of all the windows for the whole text (the check before):",
         "",
         "| family | min | max | under 0.98 | over 1.25 | one ratio: min | max | under | over |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",

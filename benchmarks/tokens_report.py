@@ -24,6 +24,7 @@ shared data (../shared/data or WINDOWFIT_DATA) and the real tokenizers (``make s
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import platform
 import sys
@@ -354,12 +355,20 @@ def script_texts(data: Path) -> dict[str, str]:
     return texts
 
 
-def best(fn: Callable[[str], Any], text: str, repeat: int) -> float:
+def best(
+    fn: Callable[[str], Any],
+    text: str,
+    repeat: int,
+    before: Callable[[], Any] | None = None,
+) -> float:
     """Best time of ``fn`` on fresh copies of ``text``: CPython keeps a string's UTF-8
     form once something asked for it (tiktoken does), which would make every later
-    ``encode`` a copy; each timed call gets a string that never had it."""
+    ``encode`` a copy; each timed call gets a string that never had it. ``before`` runs
+    ahead of each timed call, untimed (:func:`evict_caches`, for a cold count)."""
     times = []
     for _ in range(repeat):
+        if before is not None:
+            before()
         fresh = (text + ".")[:-1]
         start = time.perf_counter()
         fn(fresh)
@@ -373,23 +382,9 @@ EVICT_BYTES = 96 << 20
 
 def evict_caches(buffer: bytearray) -> None:
     """Reads every byte of ``buffer`` (bigger than the caches): what other work between
-    two counts does to the processor's caches."""
+    two counts in an agent does to the processor's caches, so that the vocabularies'
+    tables (megabytes) come from memory. Calls repeated on one text find them cached."""
     buffer.count(1)
-
-
-def best_cold(fn: Callable[[str], Any], text: str, repeat: int, buffer: bytearray) -> float:
-    """:func:`best`, but the caches are emptied (:func:`evict_caches`) before each timed
-    call: what a count meets in an agent, where other work has run since the last one and
-    the vocabularies' tables (megabytes) are no longer in the processor's cache. Calls
-    repeated on one text (:func:`best`) find them there."""
-    times = []
-    for _ in range(repeat):
-        evict_caches(buffer)
-        fresh = (text + ".")[:-1]
-        start = time.perf_counter()
-        fn(fresh)
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def ascii_texts(data: Path) -> dict[str, str]:
@@ -455,6 +450,7 @@ def ascii_throughput_section(data: Path, backends: dict[str, Estimator], out: li
     texts = ascii_texts(data)
     cold: dict[str, dict[str, float]] = {}
     buffer = bytearray(EVICT_BYTES)
+    evict = functools.partial(evict_caches, buffer)
     for label, text in texts.items():
         ours = {name: math.inf for name in estimators}
         theirs = math.inf
@@ -465,10 +461,10 @@ def ascii_throughput_section(data: Path, backends: dict[str, Estimator], out: li
                 theirs = min(theirs, best(encoder.encode_ordinary, text, 2))
         if encoder is not None:
             cold[label] = {
-                name: best_cold(estimator.estimate, text, 5, buffer)
+                name: best(estimator.estimate, text, 5, evict)
                 for name, estimator in estimators.items()
             }
-            cold[label]["tiktoken"] = best_cold(encoder.encode_ordinary, text, 3, buffer)
+            cold[label]["tiktoken"] = best(encoder.encode_ordinary, text, 3, evict)
         real = len(encoder.encode_ordinary(text)) if encoder is not None else math.nan
         real_cl100k = len(cl100k.encode_ordinary(text)) if cl100k is not None else math.nan
         cells = [f"{ours[name] * 1e3:.3f} ({theirs / ours[name]:.0f}x)" for name in estimators]

@@ -18,10 +18,10 @@ Three things live here:
   (DeepSeek-V3's, and the legacy Claude one), merging by pair as Hugging Face's
   ``tokenizers`` does: its numbers, without it.
 * :class:`CheckedEstimator`: the family's profile, checked by its vocabulary. A short text
-  is counted exactly; a long one gets, for each of a few windows spread through it, what
-  the vocabulary counts on the window over what the profile estimates there, times the
-  profile's estimate of the stretch of text around it (and a margin), which costs a small
-  share of counting it exactly.
+  is counted exactly; a long one is checked on a few windows spread through it, each of
+  which corrects the profile's estimate of the stretch of text around it by what the
+  vocabulary counts there (and a margin), which costs a small share of counting it
+  exactly.
   :func:`windowfit.profiles.estimator_for` gives it for a model of these families when the
   vocabulary can be found; otherwise the profile alone.
 * :class:`LargestEstimator`: ``conservative`` (no model, or one whose tokenizer windowfit
@@ -721,9 +721,9 @@ class CheckedEstimator(Estimator):
 
     ``estimate(text)``: exact for a text of up to :data:`EXACT_BYTES` bytes. A longer one
     is checked on :data:`WINDOWS` (or more) windows of about :data:`WINDOW_BYTES` bytes
-    spread through it: each window's count by the vocabulary over the profile's estimate
-    of it, times the profile's estimate of the stretch of text the window stands for,
-    summed, times :data:`SAMPLE_MARGIN` for what no window saw (:func:`_strata`): the
+    spread through it, each correcting the profile's estimate of the stretch of text it is
+    like by the vocabulary's count over the profile's there (:func:`_strata`,
+    :func:`_checked_count`), times :data:`SAMPLE_MARGIN` for what no window saw: the
     profile corrected for the words of each part's language, up or down (Khmer, which the
     profiles count 2-4x high, comes down). Beyond the profile it costs exact counting of
     4 KB, and of about 1.6% of a longer text's bytes. ``scale``: what the family counts
@@ -901,10 +901,10 @@ class LargestEstimator(Estimator):
     on windows finds it): what an unknown model's tokenizer is bounded by, as far as
     windowfit knows. It costs one exact count per vocabulary of each text of up to
     :data:`EXACT_BYTES` bytes (the text encoded once for all of them); a longer one is
-    the largest of what the vocabularies count on the same windows, each window weighted
-    by the ``conservative`` profile's estimate of its stretch over its own
-    (:func:`_strata`). ``framing`` is the ``conservative`` profile's (the largest).
-    Stateless and safe from any thread."""
+    the largest of what the vocabularies count on the same windows, weighted by the
+    ``conservative`` profile's estimates (:func:`_strata`, :func:`_checked_count`).
+    ``framing`` is the ``conservative`` profile's (the largest). Stateless and safe from
+    any thread."""
 
     cheap = False
 
