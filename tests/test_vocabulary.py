@@ -76,11 +76,12 @@ WORD_PARTS = (
     "caf\u00e9", "\u00c9cole", "na\u00efve", "Stra\u00dfe", "\u02b0", "\u0301", "\u00b5",
 )  # fmt: skip
 word_text = st.lists(st.sampled_from(WORD_PARTS), max_size=50).map("".join)
-#: Long pieces, merged by the scan (up to 64 bytes) or the heap (past that): runs of
-#: digits, punctuation, a few letters or hex, as numbers, separator lines and hashes are.
+#: Long pieces, merged by the scan (up to 64 bytes), by blocks (up to 1,024) or the heap
+#: (past that): runs of digits, punctuation, a few letters or hex, as numbers, separator
+#: lines and hashes are.
 LONG_PIECE_ALPHABETS = ("0123456789", "=-*#/.", "ab", "0123456789abcdef", "xyzXYZ", "é€")
 long_piece_text = st.sampled_from(LONG_PIECE_ALPHABETS).flatmap(
-    lambda alphabet: st.text(alphabet, min_size=1, max_size=400)
+    lambda alphabet: st.text(alphabet, min_size=1, max_size=1200)
 )
 
 
@@ -147,6 +148,48 @@ def test_pieces_are_the_patterns(pair, text: str) -> None:
 )
 def test_long_pieces_are_exact(pair, text: str) -> None:
     _exact(*pair, text)
+
+
+#: Every piece of two bytes (counted from a table, not by merging): two ASCII characters,
+#: and one character of two bytes.
+TWO_BYTES = [chr(a) + chr(b) for a in range(128) for b in range(128)] + [
+    chr(c) for c in range(0x80, 0x800, 7)
+]
+
+
+def test_every_two_byte_piece_counts_as_tiktoken_counts_it(pair) -> None:
+    counter, real = pair
+    wrong = [t for t in TWO_BYTES if counter.estimate(t) != len(real.encode(t))]  # type: ignore[attr-defined]
+    assert not wrong, wrong[:10]
+
+
+def _windows(data: bytes) -> list[tuple[bytes, float, int]]:
+    """A long text's windows as _strata gives them: bytes, a weight and an estimate."""
+    return [(data[k : k + 37], 0.5 + k / 7, 1 + k % 5) for k in range(0, len(data) + 1, 37)]
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=st.one_of(word_text, long_piece_text, known_text))
+def test_weighing_windows_is_counting_each_of_them(pair, text: str) -> None:
+    counter = pair[0]
+    strata = _windows(text.encode("utf-8", "replace"))
+    assert counter.weigh(strata) == voc.weighed_by(counter.count_bytes, strata)
+
+
+@pytest.mark.parametrize(
+    ("strata", "error"),
+    [
+        ([(b"ab", 1.0)], "window 0 is not"),
+        ([(b"ab", 1.0, 1), ("ab", 1.0, 1)], "window 1 is not"),
+        ([(b"ab", "heavy", 1)], "must be real number"),
+        (5, "sequence of windows"),
+    ],
+)
+def test_weighing_refuses_what_is_not_windows(pair, strata: object, error: str) -> None:
+    with pytest.raises(TypeError, match=error):
+        pair[0]._vocabulary.weigh(strata)
 
 
 def test_lone_surrogates_count_as_replacement_characters(pair) -> None:

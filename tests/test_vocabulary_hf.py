@@ -80,11 +80,12 @@ WORD_PARTS = (
     "caf\u00e9", "\u00c9cole", "na\u00efve", "Stra\u00dfe", "\u02b0", "\u0301", "\u00b5",
 )  # fmt: skip
 word_text = st.lists(st.sampled_from(WORD_PARTS), max_size=50).map("".join)
-#: Long pieces, merged by the scan (up to 64 bytes) or the heap (past that): runs of
-#: digits, punctuation, a few letters or hex, as numbers, separator lines and hashes are.
+#: Long pieces, merged by the scan (up to 64 bytes), by blocks (up to 1,024) or the heap
+#: (past that): runs of digits, punctuation, a few letters or hex, as numbers, separator
+#: lines and hashes are.
 LONG_PIECE_ALPHABETS = ("0123456789", "=-*#/.", "ab", "0123456789abcdef", "xyzXYZ", "é€")
 long_piece_text = st.sampled_from(LONG_PIECE_ALPHABETS).flatmap(
-    lambda alphabet: st.text(alphabet, min_size=1, max_size=400)
+    lambda alphabet: st.text(alphabet, min_size=1, max_size=1200)
 )
 
 
@@ -170,6 +171,30 @@ def test_long_pieces_are_exact(pair, text: str) -> None:
 )
 def test_added_tokens_in_the_text_count_as_hf_counts_them(pair, text: str) -> None:
     _exact(*pair, text)
+
+
+#: Every piece of two bytes (counted from a table, not by merging): two ASCII characters,
+#: and one character of two bytes.
+TWO_BYTES = [chr(a) + chr(b) for a in range(128) for b in range(128)] + [
+    chr(c) for c in range(0x80, 0x800, 7)
+]
+
+
+def test_every_two_byte_piece_counts_as_hf_counts_it(pair) -> None:
+    counter, real = pair
+    wrong = [t for t in TWO_BYTES if counter.estimate(t) != real.estimate(t)]
+    assert not wrong, wrong[:10]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=FIXTURE)
+@given(text=st.one_of(word_text, long_piece_text, tricky_text))
+def test_weighing_windows_is_counting_each_of_them(pair, text: str) -> None:
+    """In one call where the windows are ASCII without an added token's start, window by
+    window where not: the same numbers either way."""
+    counter = pair[0]
+    data = text.encode("utf-8", "replace")
+    strata = [(data[k : k + 37], 0.5 + k / 7, 1 + k % 5) for k in range(0, len(data) + 1, 37)]
+    assert counter.weigh(strata) == voc.weighed_by(counter.count_bytes, strata)
 
 
 def test_lone_surrogates_count_as_replacement_characters(pair) -> None:
@@ -297,7 +322,9 @@ def merge_tables(draw: st.DrawFn) -> list[tuple[str, str]]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(merges=merge_tables(), texts=st.lists(st.text("abcd", max_size=100), min_size=1, max_size=5))
+@given(
+    merges=merge_tables(), texts=st.lists(st.text("abcd", max_size=1200), min_size=1, max_size=5)
+)
 def test_merges_go_by_pair_not_by_the_joined_bytes(
     tmp_path_factory: pytest.TempPathFactory, merges: list[tuple[str, str]], texts: list[str]
 ) -> None:

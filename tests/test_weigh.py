@@ -7,6 +7,7 @@ paths it replaces: the ASCII closure and the general one.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -268,3 +269,82 @@ def test_char_extras_add_their_sum_on_every_path(text: str) -> None:
     with_extras = Weigher(**_weigher_args(estimator, SYNTHETIC_EXTRAS))  # type: ignore[arg-type]
     expected = sum(_extra_of(ord(char)) for char in text if ord(char) < 0x10000)
     assert with_extras.units(text) == without.units(text) + expected
+
+
+@needs_speedup
+@given(
+    text=st.text(ANY_CHARACTER, max_size=300),
+    cuts=st.lists(st.integers(0, 300), max_size=8),
+)
+def test_estimates_between_cuts_are_the_slices_estimates(text: str, cuts: list[int]) -> None:
+    """windowfit.vocabulary._strata's stretches, in one call: each as its slice alone."""
+    cuts = sorted(min(cut, len(text)) for cut in cuts)
+    for estimator in ESTIMATORS:
+        weigher = estimator.estimate
+        assert isinstance(weigher, Weigher)
+        expected = [weigher(text[a:b]) for a, b in itertools.pairwise(cuts)]
+        assert weigher.estimates(text, cuts) == expected, (estimator.family, cuts)
+
+
+@needs_speedup
+@pytest.mark.parametrize(
+    ("text", "cuts", "message"),
+    [
+        ("abc", [0, 5], "cut 1 is 5"),
+        ("abc", [2, 1], "cut 1 is 1"),
+        ("abc", [-1], "cut 0 is -1"),
+        ("abc", 5, "sequence of cuts"),
+        (b"abc", [0], "must be a str"),
+    ],
+)
+def test_estimates_refuse_cuts_that_are_not_in_the_text(
+    text: object, cuts: object, message: str
+) -> None:
+    weigher = ESTIMATORS[0].estimate
+    with pytest.raises((ValueError, TypeError), match=message):
+        weigher.estimates(text, cuts)  # type: ignore[attr-defined]
+
+
+#: ASCII made of runs that a profile weighs unlike (letters, digits, blanks, punctuation),
+#: for windows that are and are not like their stretches.
+ASCII_PARTS = st.lists(
+    st.tuples(
+        st.sampled_from(["hello world ", "7", " ", "\n", "=-", "Zebra", "\t"]), st.integers(1, 400)
+    ),
+    min_size=1,
+    max_size=12,
+).map(lambda parts: "".join(part * count for part, count in parts))
+
+
+def _plain(weigher: Callable[[str], int]) -> Callable[[str], int]:
+    """The weigher as a plain callable, without its one-call forms (Python's path)."""
+    return lambda part: weigher(part)
+
+
+@needs_speedup
+@given(text=ASCII_PARTS, finer=st.sampled_from([1, 2]))
+def test_the_strata_of_ascii_are_pythons(text: str, finer: int) -> None:
+    """The C weigher's strata() is windowfit.vocabulary._strata for ASCII, number for
+    number (the same arithmetic in the same order)."""
+    from windowfit import vocabulary
+
+    for estimator in ESTIMATORS:
+        weigher = estimator.estimate
+        assert isinstance(weigher, Weigher)
+        in_python = vocabulary._strata(text, _plain(weigher), finer)
+        assert vocabulary._strata(text, weigher, finer) == in_python, estimator.family
+
+
+@needs_speedup
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (("caf\u00e9" * 2000, 16, 256, 1.5), "ASCII only"),
+        (("a" * 5000, 1, 256, 1.5), "at least 2 windows"),
+        (("a" * 5000, 16, 0, 1.5), "at least 2 windows"),
+    ],
+)
+def test_strata_refuse_what_they_cannot_window(arguments: tuple[object, ...], message: str) -> None:
+    weigher = ESTIMATORS[0].estimate
+    with pytest.raises(ValueError, match=message):
+        weigher.strata(*arguments)  # type: ignore[attr-defined]

@@ -29,6 +29,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +119,11 @@ typedef struct {
     Slot *slots;
     uint32_t mask;
     uint32_t *byte_pairs;            /* the rank of every two-byte token, by its bytes */
+    unsigned char *two_bytes;        /* the tokens of every two-byte piece (1 or 2), by its
+                                      * bytes: a piece of a space and a letter or digit,
+                                      * or of two letters, is counted without a hash and a
+                                      * trip to the slots (most pieces of single letters or
+                                      * digits between spaces, a fifth of English's) */
     uint64_t *present;               /* one bit per hash value (FILTER_BITS of them): set
                                       * where a token's hash lands; most joins a merge
                                       * asks for are not tokens, and this small table
@@ -130,6 +136,9 @@ typedef struct {
     uint64_t *pair_present; /* the pairs' present (one bit per hash value): most pairs a
                              * long piece's merge asks for have no merge */
     uint32_t byte_id[256];  /* the token of each single byte */
+    uint64_t *byte_merges;  /* the merge of every two bytes' tokens, by the bytes: merge
+                             * index << 32 | the token made (NO_RANK << 32 where none), so
+                             * that a merge starts without hashing a pair a byte */
     unsigned char *whole;   /* whole[r]: merging token r's bytes ends in token r */
     void *shared;           /* short texts' merged pieces (Cached[CACHE_SLOTS]), made on
                              * first use, touched only with the GIL held */
@@ -273,6 +282,16 @@ hash_pair(uint64_t key)
     key *= 0xC4CEB9FE1A85EC53ull;
     key ^= key >> 33;
     return (uint32_t)key;
+}
+
+/* The merge index of the tokens of the bytes p[0] and p[1] side by side, and the token
+ * it makes, or NO_RANK (merge mode). */
+static inline uint32_t
+byte_merge_rank(const Vocabulary *v, const unsigned char *p, uint32_t *result)
+{
+    uint64_t merge = v->byte_merges[(uint32_t)p[0] << 8 | p[1]];
+    *result = (uint32_t)merge;
+    return (uint32_t)(merge >> 32);
 }
 
 /* The merge index of the pair (left, right) and the token it makes, or NO_RANK. */
@@ -469,7 +488,7 @@ pair_scan_merge(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
         id[i] = v->byte_id[p[i]];
     }
     for (i = 0; i + 1 < n; i++) {
-        rank[i] = pair_rank(v, id[i], id[i + 1], &made[i]);
+        rank[i] = byte_merge_rank(v, p + i, &made[i]);
     }
     rank[n - 1] = NO_RANK;
     for (;;) {
@@ -519,7 +538,7 @@ pair_heap_merge(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
         id[i] = v->byte_id[p[i]];
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        rank[i] = i + 1 < n ? pair_rank(v, id[i], id[i + 1], &made[i]) : NO_RANK;
+        rank[i] = i + 1 < n ? byte_merge_rank(v, p + i, &made[i]) : NO_RANK;
         if (rank[i] != NO_RANK) {
             heap_push(heap, &size, join_of(rank[i], (uint32_t)i));
         }
@@ -556,13 +575,159 @@ pair_heap_merge(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
     return parts;
 }
 
+/* A piece of SCAN_MERGE to BLOCK_MERGE bytes (a window's long word, run of punctuation
+ * or digits) is merged with the joins' ranks kept in place, by the byte each part starts
+ * at, and the lowest rank of every BLOCK of them beside: the next join is the leftmost
+ * lowest of the blocks' lowest, then the leftmost of that rank in its block, which is the
+ * heap's order (rank, then position). Why not the heap: a heap pop walks a level per
+ * comparison, each a branch the processor cannot foresee, and on pieces of a few hundred
+ * bytes the pops were most of a count (random letters: 94% of the time in the merge, most
+ * of it sifting); a block's lowest is a short loop without branches to mispredict. */
+#define BLOCK 16
+#define BLOCK_MERGE 1024
+
+static inline uint32_t
+block_low(const uint32_t *rank, Py_ssize_t block)
+{
+    const uint32_t *r = rank + block * BLOCK;
+    uint32_t m0 = r[0], m1 = r[1], m2 = r[2], m3 = r[3];
+    for (int k = 4; k < BLOCK; k += 4) { /* four chains, not one a quarter as fast */
+        m0 = r[k] < m0 ? r[k] : m0;
+        m1 = r[k + 1] < m1 ? r[k + 1] : m1;
+        m2 = r[k + 2] < m2 ? r[k + 2] : m2;
+        m3 = r[k + 3] < m3 ? r[k + 3] : m3;
+    }
+    m0 = m1 < m0 ? m1 : m0;
+    m2 = m3 < m2 ? m3 : m2;
+    return m2 < m0 ? m2 : m0;
+}
+
+/* The join to make next: the position of the leftmost lowest rank, or -1 when no part
+ * joins another. */
+static inline Py_ssize_t
+lowest_join(const uint32_t *rank, const uint32_t *low, Py_ssize_t blocks)
+{
+    /* the lowest by four running minimums without branches (a branch a block, taken at
+     * random, was most of the time this took), then the first block that has it */
+    uint32_t m0 = NO_RANK, m1 = NO_RANK, m2 = NO_RANK, m3 = NO_RANK;
+    Py_ssize_t b = 0;
+    for (; b + 4 <= blocks; b += 4) {
+        m0 = low[b] < m0 ? low[b] : m0;
+        m1 = low[b + 1] < m1 ? low[b + 1] : m1;
+        m2 = low[b + 2] < m2 ? low[b + 2] : m2;
+        m3 = low[b + 3] < m3 ? low[b + 3] : m3;
+    }
+    for (; b < blocks; b++) {
+        m0 = low[b] < m0 ? low[b] : m0;
+    }
+    m0 = m1 < m0 ? m1 : m0;
+    m2 = m3 < m2 ? m3 : m2;
+    const uint32_t best = m2 < m0 ? m2 : m0;
+    if (best == NO_RANK) {
+        return -1;
+    }
+    Py_ssize_t in = 0;
+    while (low[in] != best) {
+        in++;
+    }
+    Py_ssize_t at = in * BLOCK;
+    const Py_ssize_t end = at + BLOCK - 1; /* (the block holds its lowest: never past it) */
+    while (at < end && rank[at] != best) {
+        at++;
+    }
+    return at;
+}
+
+/* The merge of scan_merge (pair_mode 0) or pair_scan_merge (pair_mode 1) for p[0:n],
+ * n <= BLOCK_MERGE, by blocks (see BLOCK_MERGE). */
+static inline Py_ssize_t
+block_merge(const Vocabulary *v, const unsigned char *p, Py_ssize_t n, int pair_mode)
+{
+    uint32_t next[BLOCK_MERGE], prev[BLOCK_MERGE], rank[BLOCK_MERGE], low[BLOCK_MERGE / BLOCK];
+    uint32_t id[BLOCK_MERGE], made[BLOCK_MERGE]; /* pair mode: each part's token, and what
+                                                  * it makes with the part after it */
+    const Py_ssize_t blocks = (n + BLOCK - 1) / BLOCK;
+    Py_ssize_t parts = n, i;
+    for (i = 0; i < n; i++) {
+        next[i] = (uint32_t)(i + 1);
+        prev[i] = i == 0 ? NO_RANK : (uint32_t)(i - 1);
+        if (pair_mode) {
+            id[i] = v->byte_id[p[i]];
+        }
+    }
+    for (i = 0; i + 1 < n; i++) {
+        rank[i] = pair_mode ? byte_merge_rank(v, p + i, &made[i]) : byte_pair_rank(v, p + i);
+    }
+    for (i = n - 1; i < blocks * BLOCK; i++) {
+        rank[i] = NO_RANK;
+    }
+    for (Py_ssize_t b = 0; b < blocks; b++) {
+        low[b] = block_low(rank, b);
+    }
+    for (;;) {
+        Py_ssize_t at = lowest_join(rank, low, blocks);
+        if (at < 0) {
+            break;
+        }
+        uint32_t gone = next[at];
+        const Py_ssize_t in = at / BLOCK, gone_in = gone / BLOCK;
+        const uint32_t gone_rank = rank[gone];
+        if (pair_mode) {
+            id[at] = made[at];
+        }
+        next[at] = next[gone];
+        if (next[at] < (uint32_t)n) {
+            prev[next[at]] = (uint32_t)at;
+        }
+        rank[gone] = NO_RANK;
+        parts--;
+        uint32_t after = next[at];
+        if (after < (uint32_t)n) {
+            rank[at] = pair_mode ? pair_rank(v, id[at], id[after], &made[at])
+                                 : rank_of(v, p + at, (Py_ssize_t)(next[after] - (uint32_t)at));
+        }
+        else {
+            rank[at] = NO_RANK;
+        }
+        uint32_t before = prev[at];
+        if (before != NO_RANK) {
+            const uint32_t was = rank[before];
+            const uint32_t now = rank[before] =
+                pair_mode ? pair_rank(v, id[before], id[at], &made[before])
+                          : rank_of(v, p + before, (Py_ssize_t)(after - before));
+            const Py_ssize_t before_in = before / BLOCK;
+            if (before_in != in) { /* (else the block is looked at again below) */
+                if (now < low[before_in]) {
+                    low[before_in] = now;
+                }
+                else if (was == low[before_in]) {
+                    low[before_in] = block_low(rank, before_in);
+                }
+            }
+        }
+        /* the block of the join made (whose lowest it was), and the next part's where its
+         * join was that block's lowest */
+        low[in] = block_low(rank, in);
+        if (gone_in != in && gone_rank == low[gone_in]) {
+            low[gone_in] = block_low(rank, gone_in);
+        }
+    }
+    return parts;
+}
+
 static Py_ssize_t
 merge_count(const Vocabulary *v, const unsigned char *p, Py_ssize_t n)
 {
     if (v->pairs != NULL) {
-        return n <= SCAN_MERGE ? pair_scan_merge(v, p, n) : pair_heap_merge(v, p, n);
+        if (n <= SCAN_MERGE) {
+            return pair_scan_merge(v, p, n);
+        }
+        return n <= BLOCK_MERGE ? block_merge(v, p, n, 1) : pair_heap_merge(v, p, n);
     }
-    return n <= SCAN_MERGE ? scan_merge(v, p, n) : heap_merge(v, p, n);
+    if (n <= SCAN_MERGE) {
+        return scan_merge(v, p, n);
+    }
+    return n <= BLOCK_MERGE ? block_merge(v, p, n, 0) : heap_merge(v, p, n);
 }
 
 /* Whether p[0:n] (head and hash given) is one token without merging: in rank mode, when
@@ -848,12 +1013,38 @@ ascii_word(const Text *t, Py_ssize_t i, int prefix_any, int case_split, int cont
     return j;
 }
 
+/* \p{N}{1,most} at i, where an ASCII digit is: ASCII digits by their bytes, a digit of
+ * another script by its category. (No pattern's other alternatives start at a digit.) */
+static inline Py_ssize_t
+digits_piece(const Text *t, Py_ssize_t i, int most)
+{
+    Py_ssize_t j = i + 1, next;
+    for (int digits = 1; digits < most && j < t->n; digits++) {
+        if (t->s[j] < 0x80) {
+            if ((unsigned char)(t->s[j] - '0') >= 10u) {
+                break;
+            }
+            j++;
+        }
+        else if (cat_at(t, j, &next) == CAT_NUMBER) {
+            j = next;
+        }
+        else {
+            break;
+        }
+    }
+    return j;
+}
+
 static Py_ssize_t
 next_cl100k(const Text *t, Py_ssize_t i)
 {
     Py_ssize_t fast = ascii_word(t, i, 1, 0, 1, 0);
     if (fast >= 0) {
         return fast;
+    }
+    if ((unsigned char)(t->s[i] - '0') < 10u) {
+        return digits_piece(t, i, 3);
     }
     Py_ssize_t next, end;
     unsigned c = cat_at(t, i, &next);
@@ -933,6 +1124,9 @@ next_o200k(const Text *t, Py_ssize_t i, int contractions, int max_digits)
     Py_ssize_t fast = ascii_word(t, i, 1, 1, 0, contractions);
     if (fast >= 0) {
         return fast;
+    }
+    if ((unsigned char)(t->s[i] - '0') < 10u) {
+        return digits_piece(t, i, max_digits);
     }
     Py_ssize_t next, end;
     unsigned c = cat_at(t, i, &next);
@@ -1055,23 +1249,41 @@ ascii_alpha(unsigned char c)
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
-/* The end of split 1 and 2's span that starts at i. */
+/* The end of split 1 and 2's span that starts at i; *number says whether it is split 1's
+ * (one to three digits). ASCII is scanned by its bytes, without category look-ups. */
 static Py_ssize_t
-deepseek_span(const Text *t, Py_ssize_t i)
+deepseek_span(const Text *t, Py_ssize_t i, int *number)
 {
     Py_ssize_t next, j;
+    const unsigned char *s = t->s;
     uint32_t c = code_at(t, i, &next);
-    if (c < CODE_POINTS && t->categories[c] == CAT_NUMBER) {
+    *number = c < CODE_POINTS && t->categories[c] == CAT_NUMBER;
+    if (*number) {
         int digits = 1;
         j = next;
-        while (digits < 3 && j < t->n && cat_at(t, j, &next) == CAT_NUMBER) {
-            j = next;
-            digits++;
+        for (; digits < 3 && j < t->n; digits++) {
+            if (s[j] < 0x80) {
+                if ((unsigned char)(s[j] - '0') >= 10u) {
+                    break;
+                }
+                j++;
+            }
+            else if (cat_at(t, j, &next) == CAT_NUMBER) {
+                j = next;
+            }
+            else {
+                break;
+            }
         }
         return j;
     }
     int cjk = in_cjk(c);
     j = next;
+    if (!cjk) { /* up to the next digit, or the next character past ASCII */
+        while (j < t->n && s[j] < 0x80 && (unsigned char)(s[j] - '0') >= 10u) {
+            j++;
+        }
+    }
     while (j < t->n) {
         c = code_at(t, j, &next);
         if (cjk ? !in_cjk(c) : (in_cjk(c) || (c < CODE_POINTS && t->categories[c] == CAT_NUMBER))) {
@@ -1093,6 +1305,17 @@ deepseek_match(const Text *t, Py_ssize_t i)
         for (j = next; j < t->n && ascii_alpha(t->s[j]); j++) {
         }
         return j;
+    }
+    if (b < 0x80 && next < t->n && t->s[next] < 0x80) {
+        /* ASCII: a word, after one character of the prefix or none; on past ASCII as
+         * letters and marks go on */
+        j = ascii_alpha(b) ? next : (BIT(c) & M_DS_PREFIX) && ascii_alpha(t->s[next]) ? next + 1 : -1;
+        if (j >= 0) {
+            while (j < t->n && ascii_alpha(t->s[j])) {
+                j++;
+            }
+            return j < t->n && t->s[j] >= 0x80 ? run_of(t, j, M_LM) : j;
+        }
     }
     if ((BIT(c) & M_DS_PREFIX) && next < t->n && (BIT(cat_at(t, next, &after)) & M_LM)) {
         return run_of(t, after, M_LM);
@@ -1117,13 +1340,66 @@ deepseek_match(const Text *t, Py_ssize_t i)
     return -1;
 }
 
+/* Split 3's match at i in the most common cases of ASCII, by the bytes alone (no
+ * category look-ups), or -1 where deepseek_match must decide: a word after one
+ * character of the prefix or none, and punctuation (with a letter run after it, or a run
+ * of it and newlines), each ended by ASCII. The span s[0:n] holds no digits. */
+static inline Py_ssize_t
+deepseek_ascii(const unsigned char *s, Py_ssize_t i, Py_ssize_t n)
+{
+    unsigned char b = s[i];
+    Py_ssize_t j = i + 1;
+    if (!ascii_alpha(b)) {
+        if (j >= n || s[j] >= 0x80) {
+            return -1;
+        }
+        if (ascii_punct(b)) {
+            if (!ascii_alpha(s[j])) { /* ?[\p{P}\p{S}]+[\r\n]* */
+                while (j < n && ascii_punct(s[j])) {
+                    j++;
+                }
+                if (j < n && s[j] >= 0x80) {
+                    return -1; /* (the run may go on past ASCII) */
+                }
+                while (j < n && (s[j] == '\r' || s[j] == '\n')) {
+                    j++;
+                }
+                return j;
+            }
+            /* [punctuation][A-Za-z]+: ASCII letters only, whatever follows */
+            while (j < n && ascii_alpha(s[j])) {
+                j++;
+            }
+            return j;
+        }
+        if ((b != ' ' && b != '\t') || !ascii_alpha(s[j])) {
+            return -1;
+        }
+        j++; /* a space or tab before the word */
+    }
+    while (j < n && ascii_alpha(s[j])) {
+        j++;
+    }
+    return j < n && s[j] >= 0x80 ? -1 : j;
+}
+
 /* DeepSeek's piece at i: split 3's match there, or the gap up to its next match. *span is
  * the end of the current span of splits 1 and 2 (0 before the first). */
 static Py_ssize_t
 next_deepseek(const Text *t, Py_ssize_t i, Py_ssize_t *span)
 {
     if (i >= *span) {
-        *span = deepseek_span(t, i);
+        int number;
+        *span = deepseek_span(t, i, &number);
+        if (number) {
+            return *span; /* no alternative of split 3 matches in digits: one gap */
+        }
+    }
+    if (t->s[i] < 0x80) {
+        Py_ssize_t fast = deepseek_ascii(t->s, i, *span);
+        if (fast >= 0) {
+            return fast;
+        }
     }
     Text part = {t->s, *span, t->categories};
     Py_ssize_t end = deepseek_match(&part, i), next;
@@ -1186,6 +1462,9 @@ count_text(const Vocabulary *v, const Text *t, Cached *cache)
             Py_ssize_t end = next_piece(v, t, i, &state);
             if (end - i <= 1) {
                 total += end - i; /* one byte is one token */
+            }
+            else if (end - i == 2) {
+                total += v->two_bytes[(uint32_t)t->s[i] << 8 | t->s[i + 1]];
             }
             else {
                 uint64_t h = head_of(t->s + i, end - i);
@@ -1278,6 +1557,16 @@ build_pairs(Vocabulary *self, PyObject *merges_obj)
             return -1;
         }
         self->byte_id[byte] = r;
+    }
+    self->byte_merges = (uint64_t *)PyMem_Malloc(sizeof(uint64_t) * 65536);
+    if (self->byte_merges == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (uint32_t pair = 0; pair < 65536; pair++) {
+        uint32_t made = 0;
+        uint32_t rank = pair_rank(self, self->byte_id[pair >> 8], self->byte_id[pair & 0xFF], &made);
+        self->byte_merges[pair] = (uint64_t)rank << 32 | (rank == NO_RANK ? 0 : made);
     }
     for (uint32_t r = 0; r < self->tokens; r++) {
         Py_ssize_t n = (Py_ssize_t)(self->offsets[r + 1] - self->offsets[r]);
@@ -1418,6 +1707,18 @@ Vocabulary_init(Vocabulary *self, PyObject *args, PyObject *kwargs)
     if (merge_mode && build_pairs(self, merges) < 0) {
         return -1; /* dealloc frees what is held */
     }
+    self->two_bytes = (unsigned char *)PyMem_Malloc(65536);
+    if (self->two_bytes == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (uint32_t pair = 0; pair < 65536; pair++) {
+        unsigned char two[2] = {(unsigned char)(pair >> 8), (unsigned char)pair};
+        uint64_t head = head_of(two, 2);
+        Py_ssize_t tokens =
+            is_one_token(self, two, 2, head, hash_with_head(two, 2, head)) ? 1 : merge_count(self, two, 2);
+        self->two_bytes[pair] = (unsigned char)tokens; /* (merging two bytes allocates nothing) */
+    }
     Py_INCREF(blob);
     Py_INCREF(categories);
     self->blob_obj = blob;
@@ -1435,6 +1736,8 @@ Vocabulary_dealloc(Vocabulary *self)
     PyMem_Free(self->pairs);
     PyMem_Free(self->pair_present);
     PyMem_Free(self->byte_pairs);
+    PyMem_Free(self->two_bytes);
+    PyMem_Free(self->byte_merges);
     PyMem_Free(self->present);
     PyMem_Free(self->whole);
     PyMem_Free(self->shared);
@@ -1486,6 +1789,63 @@ Vocabulary_count(Vocabulary *self, PyObject *data)
         return PyErr_NoMemory();
     }
     return PyLong_FromSsize_t(total);
+}
+
+/* A long text's count from its windows (windowfit.vocabulary._strata's list of (UTF-8,
+ * weight, the profile's estimate)): the sum of each window's count times its weight, and
+ * the lowest and highest of count over estimate, in one call. Why: on 300,000 characters
+ * of ASCII the interpreter's loops over the windows' counts (a call a window, then two
+ * passes over the counts) took as long as counting them. The windows are counted as
+ * count() counts short texts: with the GIL held, through the shared cache. */
+static PyObject *
+Vocabulary_weigh(Vocabulary *self, PyObject *strata_obj)
+{
+    if (!ready(self)) {
+        return NULL;
+    }
+    PyObject *strata = PySequence_Fast(strata_obj, "weigh() takes a sequence of windows");
+    if (strata == NULL) {
+        return NULL;
+    }
+    const Py_ssize_t count = PySequence_Fast_GET_SIZE(strata);
+    PyObject **items = PySequence_Fast_ITEMS(strata);
+    double total = 0.0, low = INFINITY, high = -INFINITY;
+    Cached *cache = NULL;
+#ifndef Py_GIL_DISABLED
+    if (self->shared == NULL) {
+        self->shared = PyMem_Calloc(CACHE_SLOTS, sizeof(Cached)); /* NULL: no cache */
+    }
+    cache = (Cached *)self->shared;
+#endif
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *item = items[k];
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(item, 0))) {
+            PyErr_Format(PyExc_TypeError, "weigh(): window %zd is not (bytes, weight, estimate)", k);
+            Py_DECREF(strata);
+            return NULL;
+        }
+        PyObject *data = PyTuple_GET_ITEM(item, 0);
+        double weight = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 1));
+        double estimate = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 2));
+        if (PyErr_Occurred()) {
+            Py_DECREF(strata);
+            return NULL;
+        }
+        Text t = {(const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
+                  self->categories};
+        Py_ssize_t tokens = t.n > 0 ? count_text(self, &t, t.n <= CACHE_ABOVE ? cache : NULL) : 0;
+        if (tokens < 0) {
+            Py_DECREF(strata);
+            return PyErr_NoMemory();
+        }
+        total += (double)tokens * weight;
+        double ratio = (double)tokens / estimate;
+        low = ratio < low ? ratio : low;
+        high = ratio > high ? ratio : high;
+    }
+    Py_DECREF(strata);
+    return Py_BuildValue("(ddd)", total, low, high);
 }
 
 static PyObject *
@@ -1542,6 +1902,9 @@ Vocabulary_get_tokens(Vocabulary *self, void *closure)
 static PyMethodDef vocabulary_methods[] = {
     {"count", (PyCFunction)Vocabulary_count, METH_O,
      "count(data) -> the number of tokens in the UTF-8 bytes data."},
+    {"weigh", (PyCFunction)Vocabulary_weigh, METH_O,
+     "weigh(strata) -> (sum of count x weight, lowest and highest count / estimate) of a\n"
+     "long text's windows, each (UTF-8 bytes, weight, estimate)."},
     {"pieces", (PyCFunction)Vocabulary_pieces, METH_O,
      "pieces(data) -> the pre-tokenizer's pieces of the UTF-8 bytes data."},
     {"rank", (PyCFunction)Vocabulary_rank, METH_O,

@@ -415,21 +415,11 @@ ascii_units(const Weigher *self, const unsigned char *p, Py_ssize_t n, Runs *low
             WEIGH_LOOP_RUNS(UNIT_T, CLASS_OF, HAS_EXTRAS, lshift, pshift);               \
     } while (0)
 
-static int
-weigh_units(Weigher *self, PyObject *text, long long *out, int simd)
+/* The units of the n code points at data (of the str kind kind; ascii: all below 0x80),
+ * as of a str of their own: what weigh_units gives text[start:start + n]. */
+static long long
+span_units(const Weigher *self, int kind, const void *data, Py_ssize_t n, int ascii, int simd)
 {
-    if (!PyUnicode_Check(text)) {
-        PyErr_Format(PyExc_TypeError, "a text to estimate must be a str, not %.100s",
-                     Py_TYPE(text)->tp_name);
-        return -1;
-    }
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(text) < 0)
-        return -1;
-#endif
-    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    const int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
     const unsigned char *cls = self->classes, *cx = self->char_extras;
     const uint32_t *w = self->weights;
     const unsigned lc = self->lower_code, pc = self->punct_code;
@@ -442,7 +432,7 @@ weigh_units(Weigher *self, PyObject *text, long long *out, int simd)
     const int extras = cx != NULL;
 
 #if WEIGH_X86
-    const int by_avx2 = simd && have_avx2 && self->ascii_ok && n > 0 && PyUnicode_IS_ASCII(text);
+    const int by_avx2 = simd && have_avx2 && self->ascii_ok && n > 0 && ascii;
 #else
     const int by_avx2 = 0;
     (void)simd;
@@ -478,13 +468,49 @@ weigh_units(Weigher *self, PyObject *text, long long *out, int simd)
     }
     lower.count += lower.open >> lshift;
     punct.count += punct.open >> pshift;
-    *out = units + lower.count * self->lower_units + punct.count * self->punct_units;
+    return units + lower.count * self->lower_units + punct.count * self->punct_units;
+}
+
+static int
+ready_text(PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "a text to estimate must be a str, not %.100s",
+                     Py_TYPE(text)->tp_name);
+        return -1;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0)
+        return -1;
+#endif
     return 0;
 }
 
-/* The estimate: ceil(units / 128 + framing), at least 1 for a text that is not empty,
- * 0 for the empty text. units / 128 is exact in a double (a power of two, units far
- * below 2**53), so this is the Python expression's value exactly. */
+static int
+weigh_units(Weigher *self, PyObject *text, long long *out, int simd)
+{
+    if (ready_text(text) < 0)
+        return -1;
+    *out = span_units(self, PyUnicode_KIND(text), PyUnicode_DATA(text),
+                      PyUnicode_GET_LENGTH(text), PyUnicode_IS_ASCII(text), simd);
+    return 0;
+}
+
+/* ceil(units / 128 + framing), at least 1 for a text that is not empty, 0 for the empty
+ * text. units / 128 is exact in a double (a power of two, units far below 2**53), so this
+ * is the Python expression's value exactly. */
+static PyObject *
+estimate_of(const Weigher *self, long long units, Py_ssize_t n)
+{
+    if (n == 0)
+        return PyLong_FromLong(0);
+    double value = ceil((double)units / 128.0 + self->framing);
+    if (value < 1.0)
+        value = 1.0;
+    return PyLong_FromDouble(value);
+}
+
+/* The estimate of a text (see estimate_of). */
 static PyObject *
 weigher_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -497,12 +523,57 @@ weigher_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
     long long units;
     if (weigh_units(self, args[0], &units, 1) < 0)
         return NULL;
-    if (PyUnicode_GET_LENGTH(args[0]) == 0)
-        return PyLong_FromLong(0);
-    double value = ceil((double)units / 128.0 + self->framing);
-    if (value < 1.0)
-        value = 1.0;
-    return PyLong_FromDouble(value);
+    return estimate_of(self, units, PyUnicode_GET_LENGTH(args[0]));
+}
+
+/* The estimates of the stretches of a text between cuts, each as of the slice on its own
+ * (text[cuts[k]:cuts[k + 1]]), in one call. Why: a long text's check
+ * (windowfit.vocabulary._strata) needs the profile's estimate of every stretch between its
+ * windows; slicing a 300,000-character text into them copied it, and with the calls took
+ * as long again as the pass itself (and the copies pushed the vocabularies' tables out of
+ * the processor's cache before they were counted). */
+static PyObject *
+weigher_estimates(PyObject *op, PyObject *args)
+{
+    Weigher *self = (Weigher *)op;
+    PyObject *text, *cuts_obj;
+    if (!PyArg_ParseTuple(args, "OO:estimates", &text, &cuts_obj) || ready_text(text) < 0)
+        return NULL;
+    PyObject *cuts = PySequence_Fast(cuts_obj, "estimates() takes a sequence of cuts");
+    if (cuts == NULL)
+        return NULL;
+    const Py_ssize_t count = PySequence_Fast_GET_SIZE(cuts), size = PyUnicode_GET_LENGTH(text);
+    PyObject **items = PySequence_Fast_ITEMS(cuts);
+    PyObject *out = PyList_New(count > 0 ? count - 1 : 0);
+    const int kind = PyUnicode_KIND(text), ascii = PyUnicode_IS_ASCII(text);
+    const char *data = (const char *)PyUnicode_DATA(text);
+    Py_ssize_t begin = 0;
+    for (Py_ssize_t k = 0; out != NULL && k < count; k++) {
+        Py_ssize_t end = PyNumber_AsSsize_t(items[k], PyExc_OverflowError);
+        if (end == -1 && PyErr_Occurred()) {
+            Py_CLEAR(out);
+        }
+        else if (end < (k > 0 ? begin : 0) || end > size) {
+            PyErr_Format(PyExc_ValueError,
+                         "estimates(): cut %zd is %zd; the cuts must not fall, and must lie "
+                         "from 0 to the text's length (%zd)", k, end, size);
+            Py_CLEAR(out);
+        }
+        else if (k > 0) {
+            long long units = span_units(self, kind, data + (size_t)begin * (size_t)kind,
+                                         end - begin, ascii, 1);
+            PyObject *estimate = estimate_of(self, units, end - begin);
+            if (estimate == NULL) {
+                Py_CLEAR(out);
+            }
+            else {
+                PyList_SET_ITEM(out, k - 1, estimate);
+            }
+        }
+        begin = end;
+    }
+    Py_DECREF(cuts);
+    return out;
 }
 
 static PyObject *
@@ -529,6 +600,113 @@ weigher_simd(PyObject *op, void *closure)
     (void)op;
     Py_RETURN_FALSE;
 #endif
+}
+
+/* windowfit.vocabulary._strata for a text of pure ASCII, in one call: the windows a long
+ * text is checked on, each as (its bytes, its weight, the estimate of it). The same
+ * arithmetic in the same order (see that function for what it means): the windows and
+ * stretches are estimated as slices would be, without slicing, and nothing but the
+ * windows' bytes is made. Why: on 300,000 characters of ASCII the interpreter's share of
+ * _strata (18 windows and stretches, a line an element) took as long as the pass over the
+ * text itself, a fifth of the conservative check. */
+static PyObject *
+weigher_strata(PyObject *op, PyObject *args)
+{
+    Weigher *self = (Weigher *)op;
+    PyObject *text;
+    Py_ssize_t windows, width;
+    double alike;
+    if (!PyArg_ParseTuple(args, "Onnd:strata", &text, &windows, &width, &alike) ||
+        ready_text(text) < 0)
+        return NULL;
+    if (!PyUnicode_IS_ASCII(text)) {
+        PyErr_SetString(PyExc_ValueError, "strata() takes a text of ASCII only");
+        return NULL;
+    }
+    if (windows < 2 || width < 1) {
+        PyErr_SetString(PyExc_ValueError, "strata() takes at least 2 windows of at least 1 character");
+        return NULL;
+    }
+    const Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    const char *data = (const char *)PyUnicode_DATA(text);
+    Py_ssize_t step = (size - width) / (windows - 1);
+    if (step < 1)
+        step = 1; /* (where size < width the quotient is not floored, but is clamped alike) */
+    Py_ssize_t *shown = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)windows * 3);
+    long long *estimated = PyMem_Malloc(sizeof(long long) * (size_t)windows * 2);
+    if (shown == NULL || estimated == NULL) {
+        PyMem_Free(shown);
+        PyMem_Free(estimated);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t *cuts = shown + windows; /* windows + 1 of them */
+    long long *stretch = estimated + windows;
+    Py_ssize_t centre_before = 0;
+    cuts[0] = 0;
+    for (Py_ssize_t k = 0; k < windows; k++) {
+        const Py_ssize_t start = k * step;
+        Py_ssize_t length = size - start < width ? size - start : width;
+        if (length < 0)
+            length = 0;
+        shown[k] = length > 0 ? length : 1;
+        long long units = span_units(self, PyUnicode_1BYTE_KIND, data + (start < size ? start : size), length, 1, 1);
+        double value = length == 0 ? 0.0 : ceil((double)units / 128.0 + self->framing);
+        estimated[k] = value < 1.0 ? 1 : (long long)value;
+        const Py_ssize_t centre = start + length / 2;
+        if (k > 0) {
+            Py_ssize_t middle = (centre_before + centre) / 2;
+            if (middle > size)
+                middle = size;
+            cuts[k] = middle > cuts[k - 1] ? middle : cuts[k - 1];
+        }
+        centre_before = centre;
+    }
+    cuts[windows] = size;
+    double pooled = 0.0;
+    for (Py_ssize_t k = 0; k < windows; k++) {
+        const Py_ssize_t chars = cuts[k + 1] - cuts[k];
+        long long units = span_units(self, PyUnicode_1BYTE_KIND, data + cuts[k], chars, 1, 1);
+        double value = chars == 0 ? 0.0 : ceil((double)units / 128.0 + self->framing);
+        stretch[k] = chars == 0 ? 0 : (value < 1.0 ? 1 : (long long)value);
+        pooled += (double)chars / (double)shown[k] * (double)estimated[k];
+    }
+    long long left = 0;
+    PyObject *out = PyList_New(windows);
+    for (Py_ssize_t k = 0; out != NULL && k < windows; k++) {
+        const Py_ssize_t chars = cuts[k + 1] - cuts[k];
+        const double per_window = (double)estimated[k] / (double)shown[k];
+        const double per_stretch = chars ? (double)stretch[k] / (double)chars : 0.0;
+        const int like = per_window <= per_stretch
+                             ? per_window > 0 && per_stretch <= alike * per_window
+                             : per_stretch > 0 && per_window <= alike * per_stretch;
+        if (!like)
+            left += stretch[k];
+    }
+    const double share = pooled > 0 ? (double)left / pooled : 0.0;
+    for (Py_ssize_t k = 0; out != NULL && k < windows; k++) {
+        const Py_ssize_t start = k * step, chars = cuts[k + 1] - cuts[k];
+        Py_ssize_t length = size - start < width ? size - start : width;
+        if (length < 0)
+            length = 0;
+        const double per_window = (double)estimated[k] / (double)shown[k];
+        const double per_stretch = chars ? (double)stretch[k] / (double)chars : 0.0;
+        const int like = per_window <= per_stretch
+                             ? per_window > 0 && per_stretch <= alike * per_window
+                             : per_stretch > 0 && per_window <= alike * per_stretch;
+        const double own = like ? (double)stretch[k] / (double)estimated[k] : 0.0;
+        const double weight = own + share * ((double)chars / (double)shown[k]);
+        PyObject *item = Py_BuildValue("(y#dL)", data + (start < size ? start : size), length,
+                                       weight, estimated[k]);
+        if (item == NULL) {
+            Py_CLEAR(out);
+        }
+        else {
+            PyList_SET_ITEM(out, k, item);
+        }
+    }
+    PyMem_Free(shown);
+    PyMem_Free(estimated);
+    return out;
 }
 
 static PyGetSetDef weigher_getset[] = {
@@ -681,6 +859,12 @@ static PyMethodDef weigher_methods[] = {
     {"units", (PyCFunction)(void (*)(void))weigher_units, METH_VARARGS | METH_KEYWORDS,
      "units(text, *, simd=True) -> int: the sum before rounding, in 1/128 tokens (for tests;\n"
      "simd=False sums pure ASCII by the table look-ups instead of the AVX2 pass)."},
+    {"strata", (PyCFunction)weigher_strata, METH_VARARGS,
+     "strata(text, windows, width, alike) -> list: windowfit.vocabulary._strata of a text of\n"
+     "ASCII, in one call: (window bytes, weight, estimate) for each of the windows."},
+    {"estimates", (PyCFunction)weigher_estimates, METH_VARARGS,
+     "estimates(text, cuts) -> list: the estimate of text[cuts[k]:cuts[k + 1]] for each k,\n"
+     "as the weigher gives each slice, without slicing (cuts do not fall, 0 to len(text))."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -134,6 +134,14 @@ def _find_bpe() -> type[_VocabularyType] | None:
 BPE: type[_VocabularyType] | None = _find_bpe()
 
 
+#: A long text's windows (see :func:`_strata`): each window's UTF-8, weight and the
+#: profile's estimate of it.
+Strata = Sequence[tuple[bytes, float, int]]
+#: What a vocabulary counts of a long text's windows: the sum of each window's count times
+#: its weight, and the lowest and highest of a window's count over its estimate.
+Weighed = tuple[float, float, float]
+
+
 @dataclass(frozen=True)
 class _Counting:
     """A loaded vocabulary and how a text is counted with it."""
@@ -143,6 +151,20 @@ class _Counting:
     #: the same count of a text's UTF-8 bytes (rank files: the C counter itself; a
     #: tokenizer.json first finds added tokens and normalizes, which work on text)
     count_bytes: Callable[[bytes], int]
+    #: the count of a long text's windows (:data:`Weighed`), in one call where it can be
+    weigh: Callable[[Strata], Weighed]
+
+
+def weighed_by(count: Callable[[bytes], int], strata: Strata) -> Weighed:
+    """What ``count`` counts of a long text's windows, window by window: the reference
+    for the C counter's ``Vocabulary.weigh``, which gives the same numbers in one call."""
+    total, low, high = 0.0, math.inf, -math.inf
+    for data, weight, estimate in strata:
+        tokens = count(data)
+        total += tokens * weight
+        ratio = tokens / estimate
+        low, high = min(low, ratio), max(high, ratio)
+    return total, low, high
 
 
 @dataclass(frozen=True)
@@ -162,7 +184,7 @@ def _rank_file(
     def load(path: Path) -> _Counting:
         vocabulary = build_vocabulary(read(path), pattern)
         count = vocabulary.count
-        return _Counting(vocabulary, lambda text: count(_utf8(text)), count)
+        return _Counting(vocabulary, lambda text: count(_utf8(text)), count, vocabulary.weigh)
 
     return load
 
@@ -591,7 +613,17 @@ def _hf_counting(bpe: ByteLevelBPE) -> _Counting:
             return count(data)
         return count_text(data.decode("utf-8", "replace"))
 
-    return _Counting(vocabulary, count_text, count_data)
+    weigh_all = vocabulary.weigh
+
+    def weigh(strata: Strata) -> Weighed:
+        # windows of ASCII where no added token can start (looked for once, in all of
+        # them joined: a start across two is only a slower answer) are the C counter's
+        joined = b"\n".join([data for data, _, _ in strata])
+        if joined.isascii() and (holds_data is None or holds_data(joined) is None):
+            return weigh_all(strata)
+        return weighed_by(count_data, strata)
+
+    return _Counting(vocabulary, count_text, count_data, weigh)
 
 
 # ---------------------------------------------------------------------------------------
@@ -638,6 +670,8 @@ class VocabularyCounter(Estimator):
         self._count = counting.count
         self.count_bytes: Callable[[bytes], int] = counting.count_bytes
         """Tokens in UTF-8 ``data`` (what :meth:`estimate` counts after encoding)."""
+        self.weigh: Callable[[Strata], Weighed] = counting.weigh
+        """What the vocabulary counts of a long text's windows (:data:`Weighed`)."""
         self.family = family
         self.source = source
         self.name = f"vocabulary:{family}"
@@ -757,7 +791,7 @@ class CheckedEstimator(Estimator):
             if len(data) <= EXACT_BYTES:
                 exact = self.vocabulary.count_bytes(data)
                 return exact if self.scale == 1.0 else scaled_count(exact, self.scale)
-        counter = ((self.vocabulary.count_bytes, self.scale),)
+        counter = ((self.vocabulary.weigh, self.scale),)
         counted = _checked_count(text, self.profile.estimate, counter)
         return max(1, math.ceil(counted * SAMPLE_MARGIN))
 
@@ -809,47 +843,67 @@ def _strata(
     answered 0.87 or 1.7 of the real count (RESULTS.md, "Long texts of unlike parts")."""
     size = len(text)
     windows = max(WINDOWS, size // WINDOW_EVERY) * finer
+    strata = getattr(profile, "strata", None)  # the C weigher's form of what follows
+    if strata is not None and text.isascii():
+        found: list[tuple[bytes, float, int]] = strata(text, windows, WINDOW_BYTES, REPRESENTATIVE)
+        return found
     step = max(1, (size - WINDOW_BYTES) // (windows - 1))
-    datas: list[bytes] = []
-    shown: list[int] = []  # each window's characters
-    estimated: list[int] = []  # the profile's estimate of each window
-    centres: list[int] = []
-    for start in range(0, step * windows, step):
-        window = text[start : start + WINDOW_BYTES]
-        data = _utf8(window)
-        if len(data) > WINDOW_BYTES:  # not ASCII: as many characters as fit the bytes
-            window = window[: max(1, WINDOW_BYTES * len(window) // len(data))]
+    starts = range(0, step * windows, step)
+    # (written for the interpreter: on 300,000 characters of ASCII the arithmetic of 18
+    # windows took as long as the profile's pass over the whole text when written a line
+    # an element)
+    texts = [text[start : start + WINDOW_BYTES] for start in starts]
+    if text.isascii():  # a character is a byte
+        datas = [window.encode() for window in texts]
+    else:  # as many characters as fit the bytes
+        datas = []
+        for k, window in enumerate(texts):
             data = _utf8(window)
-        datas.append(data)
-        shown.append(max(1, len(window)))
-        estimated.append(max(1, profile(window)))
-        centres.append(start + len(window) // 2)
-    count = len(datas)
-    chars: list[int] = []  # each stretch's characters
-    stretch: list[int] = []  # the profile's estimate of each stretch
-    begin = 0
-    for k in range(count):
-        end = size if k == count - 1 else (centres[k] + centres[k + 1]) // 2
-        end = min(size, max(begin, end))
-        chars.append(end - begin)
-        stretch.append(profile(text[begin:end]) if end > begin else 0)
-        begin = end
+            if len(data) > WINDOW_BYTES:
+                window = texts[k] = window[: max(1, WINDOW_BYTES * len(window) // len(data))]
+                data = _utf8(window)
+            datas.append(data)
+    shown = [max(1, len(window)) for window in texts]  # each window's characters
+    # the profile's estimate of each window
+    estimated = [max(1, estimate) for estimate in map(profile, texts)]
+    centres = [start + len(window) // 2 for start, window in zip(starts, texts, strict=True)]
+    # the stretches: text[cuts[k]:cuts[k + 1]], from halfway to the window before to
+    # halfway to the one after (never falling back: windows cut to fit their bytes can
+    # have centres out of order)
+    middles = [min(size, (a + b) // 2) for a, b in itertools.pairwise(centres)]
+    cuts = [0, *itertools.accumulate(middles, max), size] if middles else [0, size]
+    chars = [b - a for a, b in itertools.pairwise(cuts)]  # each stretch's characters
+    # the profile's estimate of each stretch: by the C weigher's one call where the profile
+    # is one (no copy of the text), else slice by slice
+    estimates = getattr(profile, "estimates", None)
+    stretch: list[int] = (
+        estimates(text, cuts)
+        if estimates is not None
+        else [profile(text[a:b]) for a, b in itertools.pairwise(cuts)]
+    )
     # the pooled ratio: each window's count and estimate times its stretch's characters
     # over its own, so that a window stands for as much of the text as its stretch is
-    spread = [chars[k] / shown[k] for k in range(count)]
-    pooled = sum(spread[k] * estimated[k] for k in range(count))
-    own = [0.0] * count
+    spread = [c / n for c, n in zip(chars, shown, strict=True)]
+    pooled = sum(map(float.__mul__, spread, map(float, estimated)))
+    own: list[float] = []
     left = 0  # the profile's estimate of the stretches that take the pooled ratio
-    for k in range(count):
-        per_window = estimated[k] / shown[k]
-        per_stretch = stretch[k] / chars[k] if chars[k] else 0.0
-        low, high = min(per_window, per_stretch), max(per_window, per_stretch)
-        if low > 0 and high <= REPRESENTATIVE * low:
-            own[k] = stretch[k] / estimated[k]
+    for seen, n, part, c in zip(estimated, shown, stretch, chars, strict=True):
+        per_window = seen / n
+        per_stretch = part / c if c else 0.0
+        if per_window <= per_stretch:
+            alike = per_window > 0 and per_stretch <= REPRESENTATIVE * per_window
         else:
-            left += stretch[k]
+            alike = per_stretch > 0 and per_window <= REPRESENTATIVE * per_stretch
+        if alike:
+            own.append(part / seen)
+        else:
+            own.append(0.0)
+            left += part
     share = left / pooled if pooled > 0 else 0.0
-    return [(datas[k], own[k] + share * spread[k], estimated[k]) for k in range(count)]
+    return [
+        (data, mine + share * spreads, seen)
+        for data, mine, spreads, seen in zip(datas, own, spread, estimated, strict=True)
+    ]
 
 
 #: When one vocabulary's ratio (count over the profile's estimate) on one window is more
@@ -866,26 +920,21 @@ UNEVEN_FINER = 2
 def _checked_count(
     text: str,
     profile: Callable[[str], int],
-    counters: Sequence[tuple[Callable[[bytes], int], float]],
+    counters: Sequence[tuple[Callable[[Strata], Weighed], float]],
 ) -> float:
-    """The largest of what each (count, scale) of ``counters`` counts in a long text, by
-    its windows (:func:`_strata`), before :data:`SAMPLE_MARGIN`. An uneven text
-    (:data:`UNEVEN`) is checked on more windows: with 16, the windows that fall on padding
-    lines of 5-character blank runs in prose decided too much of the answer for Tekken
-    (0.87 of the real count); with 32, 1.03 (RESULTS.md, "Long texts of unlike parts").
-    Homogeneous text is almost never uneven, and costs no more."""
+    """The largest of what each (weigh, scale) of ``counters`` counts in a long text, by
+    its windows (:func:`_strata`; ``weigh`` is a vocabulary's, or :func:`weighed_by` a
+    count), before :data:`SAMPLE_MARGIN`. An uneven text (:data:`UNEVEN`) is checked on
+    more windows: with 16, the windows that fall on padding lines of 5-character blank runs
+    in prose decided too much of the answer for Tekken (0.87 of the real count); with 32,
+    1.03 (RESULTS.md, "Long texts of unlike parts"). Homogeneous text is almost never
+    uneven, and costs no more."""
     strata = _strata(text, profile)
-    counts = [[count(data) for data, _, _ in strata] for count, _ in counters]
-    for counted in counts:
-        ratios = [c / estimate for c, (_, _, estimate) in zip(counted, strata, strict=True)]
-        if max(ratios) > UNEVEN * min(ratios):
-            strata = _strata(text, profile, UNEVEN_FINER)
-            counts = [[count(data) for data, _, _ in strata] for count, _ in counters]
-            break
-    return max(
-        scale * sum(c * weight for c, (_, weight, _) in zip(counted, strata, strict=True))
-        for counted, (_, scale) in zip(counts, counters, strict=True)
-    )
+    weighed = [weigh(strata) for weigh, _ in counters]
+    if any(high > UNEVEN * low for _, low, high in weighed):
+        strata = _strata(text, profile, UNEVEN_FINER)
+        weighed = [weigh(strata) for weigh, _ in counters]
+    return max(scale * total for (total, _, _), (_, scale) in zip(weighed, counters, strict=True))
 
 
 class LargestEstimator(Estimator):
@@ -918,6 +967,7 @@ class LargestEstimator(Estimator):
         self.name = f"checked:{profile.family}"
         exact = [p for p in self.parts if isinstance(p, CheckedEstimator)]
         self._exact = tuple((p.vocabulary.count_bytes, p.scale) for p in exact)
+        self._weighers = tuple((p.vocabulary.weigh, p.scale) for p in exact)
         self._alone = tuple(p.estimate for p in self.parts if not isinstance(p, CheckedEstimator))
         self._every = tuple(p.estimate for p in self.parts)
 
@@ -945,7 +995,7 @@ class LargestEstimator(Estimator):
         # pass over the text for all five). One vocabulary at a time over every window:
         # the windows' words recur, and their slots stay in the processor's cache until
         # the next vocabulary (taking the five in turn on each window was a third slower).
-        largest = _checked_count(text, self.profile.estimate, self._exact)
+        largest = _checked_count(text, self.profile.estimate, self._weighers)
         best = max(1, math.ceil(largest * SAMPLE_MARGIN))
         for estimate in self._alone:
             best = max(best, estimate(text))
