@@ -192,6 +192,91 @@ def test_weighing_refuses_what_is_not_windows(pair, strata: object, error: str) 
         pair[0]._vocabulary.weigh(strata)
 
 
+def _joint() -> tuple[object, list[voc.VocabularyCounter]]:
+    """The Joint of every family's vocabulary that is on this machine."""
+    counters = [c for c in map(voc.find_vocabulary, voc.VOCABULARY_FAMILIES) if c is not None]
+    if not counters:
+        pytest.skip("no vocabulary on this machine")
+    from windowfit._bpe import Joint
+
+    return Joint(vocabularies=tuple(c._vocabulary for c in counters)), counters
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.one_of(word_text, long_piece_text, known_text, tricky_text))
+def test_a_joint_counts_as_each_of_its_vocabularies(text: str) -> None:
+    """One slot table for five vocabularies (the conservative check's): every count the
+    same as each vocabulary's own, of a text and of its windows."""
+    joint, counters = _joint()
+    data = text.encode("utf-8", "replace")
+    assert joint.counts(data) == [c._vocabulary.count(data) for c in counters]  # type: ignore[attr-defined]
+    strata = _windows(data)
+    assert joint.weigh(strata) == [c._vocabulary.weigh(strata) for c in counters]  # type: ignore[attr-defined]
+
+
+def test_a_joint_counts_long_texts_as_each_vocabulary() -> None:
+    joint, counters = _joint()
+    data = ("Donaudampfschiff 2024, naïve café: x = y*2; " * 200).encode()
+    assert len(data) > 4096  # (counted without the GIL, each vocabulary with a cache of its own)
+    assert joint.counts(data) == [c._vocabulary.count(data) for c in counters]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"vocabularies": ()}, ValueError, "1 to 8 vocabularies, not 0"),
+        ({"vocabularies": ("x",)}, TypeError, "vocabulary 0 is not a Vocabulary"),
+        ({"vocabularies": [1]}, TypeError, "must be tuple"),
+        ({}, TypeError, "vocabularies"),
+    ],
+)
+def test_a_joint_refuses_what_is_not_vocabularies(
+    arguments: dict[str, object], error: type[Exception], message: str
+) -> None:
+    if voc.BPE is None:
+        pytest.skip("windowfit._bpe is not built")
+    from windowfit._bpe import Joint
+
+    with pytest.raises(error, match=message):
+        Joint(**arguments)  # type: ignore[arg-type]
+
+
+class _Emptying:
+    """A weight whose conversion empties the list of windows it is in (hostile input:
+    the C code must read a copy of the list, not the list)."""
+
+    def __init__(self, windows: list[object]) -> None:
+        self.windows = windows
+
+    def __float__(self) -> float:
+        self.windows.clear()
+        return 1.0
+
+
+def test_weighing_reads_windows_a_conversion_changes_safely(pair) -> None:
+    joint, _ = _joint()
+    for weigh in (pair[0]._vocabulary.weigh, lambda w: joint.weigh(w)[0]):  # type: ignore[attr-defined]
+        windows: list[object] = []
+        windows.extend([(b"hello world " * 20, _Emptying(windows), 1)] * 3)
+        total, low, high = weigh(windows)
+        assert low == high and total > 0
+
+
+def test_weighing_refuses_a_window_estimated_at_nothing(pair) -> None:
+    joint, _ = _joint()
+    for weigh in (pair[0]._vocabulary.weigh, joint.weigh):  # type: ignore[attr-defined]
+        with pytest.raises(ZeroDivisionError, match="window 0 has an estimate of 0"):
+            weigh([(b"hello", 1.0, 0)])
+
+
+def test_a_joint_refuses_what_is_not_bytes_or_windows() -> None:
+    joint, _ = _joint()
+    with pytest.raises(TypeError, match="takes UTF-8 bytes"):
+        joint.counts("text")  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match="window 0 is not"):
+        joint.weigh([("text", 1.0, 1)])  # type: ignore[attr-defined]
+
+
 def test_lone_surrogates_count_as_replacement_characters(pair) -> None:
     counter, real = pair
     assert counter.estimate("a\ud800b") == real.estimate("a\ud800b")
@@ -665,6 +750,30 @@ def test_the_largest_of_five_gives_every_thread_what_it_gives_one() -> None:
     expected = [estimator.estimate(t) for t in texts]
     results = counts_in_threads(estimator.estimate, texts, rounds=2)
     assert all(r == expected for r in results)
+
+
+#: ASCII with and without the strings that start an added token of a tokenizer.json
+#: (counted the slower way, each vocabulary by itself), short and long.
+JOINT_PARTS = ("plain words, 12 of them; ", "x = f(y) * 2\n", "<think>", "</think>", "<|EOT|>")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    parts=st.lists(st.sampled_from(JOINT_PARTS), min_size=1, max_size=8),
+    repeat=st.sampled_from([1, 40, 400]),
+)
+def test_conservative_through_the_joint_counts_what_each_vocabulary_counts(
+    parts: list[str], repeat: int
+) -> None:
+    """Where the Joint counts (ASCII, no added token's start), and where it must not (an
+    added token is one token to a tokenizer.json, and several to the C counter alone)."""
+    estimator = _largest()
+    if estimator._joint is None:
+        pytest.skip("no Joint in this build")
+    data = ("".join(parts) * repeat).encode()
+    assert estimator._counts(data) == [count(data) for count, _ in estimator._exact]
+    strata = _windows(data)
+    assert estimator._weigh_all(strata) == [weigh(strata) for weigh in estimator._weighs]
 
 
 def test_the_profile_alone_was_under_where_the_check_is_not() -> None:

@@ -305,6 +305,21 @@ def test_estimates_refuse_cuts_that_are_not_in_the_text(
         weigher.estimates(text, cuts)  # type: ignore[attr-defined]
 
 
+@needs_speedup
+def test_estimates_read_cuts_a_conversion_changes_safely() -> None:
+    """An __index__ that empties the list of cuts it is in: the C code reads a copy."""
+    cuts: list[object] = []
+
+    class Emptying:
+        def __index__(self) -> int:
+            cuts.clear()
+            return 2
+
+    cuts.extend([0, Emptying(), 4])
+    weigher = ESTIMATORS[0].estimate
+    assert weigher.estimates("abcdef", cuts) == [weigher("ab"), weigher("cd")]  # type: ignore[attr-defined]
+
+
 #: ASCII made of runs that a profile weighs unlike (letters, digits, blanks, punctuation),
 #: for windows that are and are not like their stretches.
 ASCII_PARTS = st.lists(

@@ -19,6 +19,10 @@
  * of tokens with the lowest merge index, as Hugging Face's tokenizers does (which is not
  * always tiktoken's order: see pair_scan_merge), and the tests compare with tokenizers.
  *
+ * windowfit's conservative estimate counts every text with five vocabularies; a Joint
+ * (below) holds one slot table for all their tokens, so that the words the first
+ * vocabulary looked up are in the processor's cache for the other four.
+ *
  * A Vocabulary's tables are immutable after construction and a long text is counted
  * without the GIL, so any number of threads may count with one at once. A short text
  * (CACHE_ABOVE bytes or fewer) is counted with the GIL held: it takes microseconds, and
@@ -751,12 +755,25 @@ typedef struct {
 /* The tokens of one piece p[0:n] of two bytes or more (count_text counts a byte as one),
  * whose head and hash (hash_with_head) are given. */
 static Py_ssize_t
+piece_merged(const Vocabulary *v, const unsigned char *p, Py_ssize_t n, uint32_t hash,
+             Cached *cache);
+
+static Py_ssize_t
 piece_count(const Vocabulary *v, const unsigned char *p, Py_ssize_t n, uint64_t head,
             uint32_t hash, Cached *cache)
 {
     if (is_one_token(v, p, n, head, hash)) {
         return 1;
     }
+    return piece_merged(v, p, n, hash, cache);
+}
+
+/* The tokens of a piece that is not one token: merged (through the cache, for a short
+ * one), or in parts of at most LONGEST_MERGE bytes. */
+static Py_ssize_t
+piece_merged(const Vocabulary *v, const unsigned char *p, Py_ssize_t n, uint32_t hash,
+             Cached *cache)
+{
     if (n <= LONGEST_MERGE) {
         if (cache == NULL || n > CACHED_BYTES) {
             return merge_count(v, p, n);
@@ -1715,9 +1732,9 @@ Vocabulary_init(Vocabulary *self, PyObject *args, PyObject *kwargs)
     for (uint32_t pair = 0; pair < 65536; pair++) {
         unsigned char two[2] = {(unsigned char)(pair >> 8), (unsigned char)pair};
         uint64_t head = head_of(two, 2);
-        Py_ssize_t tokens =
+        Py_ssize_t made =
             is_one_token(self, two, 2, head, hash_with_head(two, 2, head)) ? 1 : merge_count(self, two, 2);
-        self->two_bytes[pair] = (unsigned char)tokens; /* (merging two bytes allocates nothing) */
+        self->two_bytes[pair] = (unsigned char)made; /* (merging two bytes allocates nothing) */
     }
     Py_INCREF(blob);
     Py_INCREF(categories);
@@ -1791,6 +1808,21 @@ Vocabulary_count(Vocabulary *self, PyObject *data)
     return PyLong_FromSsize_t(total);
 }
 
+/* The items of a sequence, as a tuple of its own: a float's or an int's conversion can
+ * run Python code (__float__, __index__) that changes a list being read, and a tuple
+ * holds its items. NULL with TypeError (message) where it is no sequence. */
+static PyObject *
+items_of(PyObject *sequence, const char *message)
+{
+    PyObject *fast = PySequence_Fast(sequence, message);
+    if (fast == NULL) {
+        return NULL;
+    }
+    PyObject *items = PySequence_Tuple(fast);
+    Py_DECREF(fast);
+    return items;
+}
+
 /* A long text's count from its windows (windowfit.vocabulary._strata's list of (UTF-8,
  * weight, the profile's estimate)): the sum of each window's count times its weight, and
  * the lowest and highest of count over estimate, in one call. Why: on 300,000 characters
@@ -1803,12 +1835,12 @@ Vocabulary_weigh(Vocabulary *self, PyObject *strata_obj)
     if (!ready(self)) {
         return NULL;
     }
-    PyObject *strata = PySequence_Fast(strata_obj, "weigh() takes a sequence of windows");
+    PyObject *strata = items_of(strata_obj, "weigh() takes a sequence of windows");
     if (strata == NULL) {
         return NULL;
     }
-    const Py_ssize_t count = PySequence_Fast_GET_SIZE(strata);
-    PyObject **items = PySequence_Fast_ITEMS(strata);
+    const Py_ssize_t count = PyTuple_GET_SIZE(strata);
+    PyObject **items = &PyTuple_GET_ITEM(strata, 0);
     double total = 0.0, low = INFINITY, high = -INFINITY;
     Cached *cache = NULL;
 #ifndef Py_GIL_DISABLED
@@ -1829,6 +1861,11 @@ Vocabulary_weigh(Vocabulary *self, PyObject *strata_obj)
         double weight = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 1));
         double estimate = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 2));
         if (PyErr_Occurred()) {
+            Py_DECREF(strata);
+            return NULL;
+        }
+        if (estimate == 0.0) {
+            PyErr_Format(PyExc_ZeroDivisionError, "weigh(): window %zd has an estimate of 0", k);
             Py_DECREF(strata);
             return NULL;
         }
@@ -1929,6 +1966,382 @@ static PyTypeObject VocabularyType = {
     .tp_getset = vocabulary_getset,
 };
 
+/* ---------------------------------------------------------------------------------- */
+/* Several vocabularies counting one text                                              */
+/* ---------------------------------------------------------------------------------- */
+
+/* A Joint is one slot table for the tokens of several vocabularies (windowfit's
+ * conservative estimate counts every text with five): a slot holds a token's bytes (the
+ * first 8, and where the rest lie) and, a bit a vocabulary, whether a piece of those bytes
+ * is one token there. Why: the five vocabularies' own tables (megabytes each) took turns
+ * in the processor's cache, and a word the first had looked up was a trip to memory
+ * again for each of the others; here the same words are the same slots, which the first
+ * vocabulary's count leaves in the cache for the other four. A piece that is not one
+ * token in a vocabulary is merged with that vocabulary's own tables, as count() does. */
+#define JOINT_MOST 8
+
+typedef struct {
+    uint64_t head;  /* the token's first 8 bytes, zero-padded */
+    uint32_t rank;  /* its rank (or id) in the vocabulary that holds its bytes */
+    uint16_t size;  /* its length; 0 for an empty slot */
+    uint8_t owner;  /* that vocabulary */
+    uint8_t ones;   /* bit k: a piece of these bytes is one token in vocabulary k */
+} JointSlot;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *vocabularies; /* the tuple of Vocabulary objects, held */
+    int count;
+    const Vocabulary *v[JOINT_MOST];
+    JointSlot *slots;
+    uint32_t mask;
+    uint32_t used; /* slots filled (kept at most 60% of them while building) */
+} Joint;
+
+/* The ones bits of p[0:n] (n >= 3), whose head and hash (hash_with_head) are given. */
+static inline unsigned
+joint_ones(const Joint *j, const unsigned char *p, Py_ssize_t n, uint64_t head, uint32_t hash)
+{
+    uint32_t i = hash & j->mask;
+    for (;;) {
+        const JointSlot *s = &j->slots[i];
+        if (s->size == 0) {
+            return 0;
+        }
+        if (s->head == head && (Py_ssize_t)s->size == n) {
+            const Vocabulary *o = j->v[s->owner];
+            if (n <= 8 || memcmp(o->blob + o->offsets[s->rank] + 8, p + 8, (size_t)(n - 8)) == 0) {
+                return s->ones;
+            }
+        }
+        i = (i + 1) & j->mask;
+    }
+}
+
+/* count_text for vocabulary k of a Joint: the same count, its one-token pieces found in
+ * the joint slots. */
+static Py_ssize_t
+joint_count(const Joint *j, int k, const Text *t, Cached *cache)
+{
+    const Vocabulary *v = j->v[k];
+    const unsigned bit = 1u << k;
+    Py_ssize_t total = 0, i = 0, state = 0;
+    Py_ssize_t start[AHEAD], stop[AHEAD];
+    uint64_t head[AHEAD];
+    uint32_t hash[AHEAD];
+    while (i < t->n) {
+        int found = 0;
+        while (found < AHEAD && i < t->n) {
+            Py_ssize_t end = next_piece(v, t, i, &state);
+            if (end - i <= 1) {
+                total += end - i;
+            }
+            else if (end - i == 2) {
+                total += v->two_bytes[(uint32_t)t->s[i] << 8 | t->s[i + 1]];
+            }
+            else {
+                uint64_t h = head_of(t->s + i, end - i);
+                uint32_t x = hash_with_head(t->s + i, end - i, h);
+                PREFETCH(&j->slots[x & j->mask]);
+                start[found] = i;
+                stop[found] = end;
+                head[found] = h;
+                hash[found] = x;
+                found++;
+            }
+            i = end;
+        }
+        for (int f = 0; f < found; f++) {
+            const unsigned char *p = t->s + start[f];
+            Py_ssize_t n = stop[f] - start[f];
+            if (n <= 65535 && (joint_ones(j, p, n, head[f], hash[f]) & bit)) {
+                total += 1;
+                continue;
+            }
+            Py_ssize_t tokens = n <= 65535 ? piece_merged(v, p, n, hash[f], cache)
+                                           : piece_count(v, p, n, head[f], hash[f], cache);
+            if (tokens < 0) {
+                return -1;
+            }
+            total += tokens;
+        }
+    }
+    return total;
+}
+
+/* Token r of vocabulary k into the slots: a new slot, or its bit in the one that holds
+ * the same bytes. */
+static void
+joint_put(Joint *self, int k, uint32_t r)
+{
+    const Vocabulary *v = self->v[k];
+    const unsigned char *key = v->blob + v->offsets[r];
+    Py_ssize_t n = (Py_ssize_t)(v->offsets[r + 1] - v->offsets[r]);
+    uint64_t head = head_of(key, n);
+    uint32_t i = hash_with_head(key, n, head) & self->mask;
+    for (;;) {
+        JointSlot *s = &self->slots[i];
+        if (s->size == 0) {
+            s->head = head;
+            s->rank = r;
+            s->size = (uint16_t)n;
+            s->owner = (uint8_t)k;
+            s->ones = (uint8_t)(1u << k);
+            self->used++;
+            return;
+        }
+        const Vocabulary *o = self->v[s->owner];
+        if (s->head == head && (Py_ssize_t)s->size == n &&
+            (n <= 8 || memcmp(o->blob + o->offsets[s->rank] + 8, key + 8, (size_t)(n - 8)) == 0)) {
+            s->ones |= (uint8_t)(1u << k);
+            return;
+        }
+        i = (i + 1) & self->mask;
+    }
+}
+
+/* The slots, grown to capacity (a power of two), the filled ones moved over. */
+static int
+joint_grow(Joint *self, uint32_t capacity)
+{
+    JointSlot *old = self->slots;
+    uint32_t old_capacity = old == NULL ? 0 : self->mask + 1;
+    JointSlot *slots = (JointSlot *)PyMem_Calloc(capacity, sizeof(JointSlot));
+    if (slots == NULL || capacity == 0) {
+        PyErr_NoMemory();
+        PyMem_Free(slots);
+        return -1;
+    }
+    self->slots = slots;
+    self->mask = capacity - 1;
+    for (uint32_t i = 0; i < old_capacity; i++) {
+        const JointSlot *s = &old[i];
+        if (s->size == 0) {
+            continue;
+        }
+        const Vocabulary *o = self->v[s->owner];
+        uint32_t at = hash_with_head(o->blob + o->offsets[s->rank], s->size, s->head) & self->mask;
+        while (slots[at].size != 0) {
+            at = (at + 1) & self->mask;
+        }
+        slots[at] = *s;
+    }
+    PyMem_Free(old);
+    return 0;
+}
+
+static int
+Joint_init(Joint *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"vocabularies", NULL};
+    PyObject *given;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!:Joint", keywords, &PyTuple_Type, &given)) {
+        return -1;
+    }
+    if (self->slots != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a Joint is built once");
+        return -1;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(given);
+    if (count < 1 || count > JOINT_MOST) {
+        PyErr_Format(PyExc_ValueError, "a Joint takes 1 to %d vocabularies, not %zd", JOINT_MOST, count);
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *item = PyTuple_GET_ITEM(given, k);
+        if (!PyObject_TypeCheck(item, &VocabularyType) || !ready((Vocabulary *)item)) {
+            if (!PyErr_Occurred()) {
+                PyErr_Format(PyExc_TypeError, "vocabulary %zd is not a Vocabulary", k);
+            }
+            return -1;
+        }
+        self->v[k] = (const Vocabulary *)item;
+    }
+    if (joint_grow(self, 1u << 16) < 0) {
+        return -1;
+    }
+    for (int k = 0; k < (int)count; k++) {
+        const Vocabulary *v = self->v[k];
+        for (uint32_t r = 0; r < v->tokens; r++) {
+            Py_ssize_t n = (Py_ssize_t)(v->offsets[r + 1] - v->offsets[r]);
+            if (n < 3 || n > 65535 || (v->whole != NULL && !v->whole[r])) {
+                continue; /* (shorter pieces are counted without slots; a token its bytes
+                           * do not merge into is no piece's one token) */
+            }
+            if ((uint64_t)(self->used + 1) * 5 > (uint64_t)(self->mask + 1) * 3 &&
+                joint_grow(self, (self->mask + 1) * 2) < 0) {
+                return -1;
+            }
+            joint_put(self, k, r);
+        }
+    }
+    self->count = (int)count;
+    Py_INCREF(given);
+    self->vocabularies = given;
+    return 0;
+}
+
+static void
+Joint_dealloc(Joint *self)
+{
+    PyMem_Free(self->slots);
+    Py_XDECREF(self->vocabularies);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+joint_ready(const Joint *self)
+{
+    if (self->slots == NULL) {
+        PyErr_SetString(PyExc_ValueError, "this Joint was not built");
+        return 0;
+    }
+    return 1;
+}
+
+/* The shared cache of vocabulary k (see Vocabulary_count), or NULL. */
+static Cached *
+joint_cache(const Joint *self, int k)
+{
+#ifndef Py_GIL_DISABLED
+    Vocabulary *v = (Vocabulary *)self->v[k];
+    if (v->shared == NULL) {
+        v->shared = PyMem_Calloc(CACHE_SLOTS, sizeof(Cached)); /* NULL: no cache */
+    }
+    return (Cached *)v->shared;
+#else
+    (void)self;
+    (void)k;
+    return NULL;
+#endif
+}
+
+static PyObject *
+Joint_counts(Joint *self, PyObject *data)
+{
+    if (!PyBytes_Check(data)) {
+        PyErr_Format(PyExc_TypeError, "counts() takes UTF-8 bytes, not %.100s", Py_TYPE(data)->tp_name);
+        return NULL;
+    }
+    if (!joint_ready(self)) {
+        return NULL;
+    }
+    Text base = {(const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), NULL};
+    Py_ssize_t totals[JOINT_MOST];
+    for (int k = 0; k < self->count; k++) {
+        Text t = base;
+        t.categories = self->v[k]->categories;
+        if (t.n <= CACHE_ABOVE) { /* with the GIL held, through the shared caches */
+            totals[k] = joint_count(self, k, &t, joint_cache(self, k));
+        }
+        else {
+            Py_BEGIN_ALLOW_THREADS
+            Cached *cache = (Cached *)PyMem_RawCalloc(CACHE_SLOTS, sizeof(Cached));
+            totals[k] = joint_count(self, k, &t, cache);
+            PyMem_RawFree(cache);
+            Py_END_ALLOW_THREADS
+        }
+        if (totals[k] < 0) {
+            return PyErr_NoMemory();
+        }
+    }
+    PyObject *out = PyList_New(self->count);
+    for (int k = 0; out != NULL && k < self->count; k++) {
+        PyObject *value = PyLong_FromSsize_t(totals[k]);
+        if (value == NULL) {
+            Py_CLEAR(out);
+        }
+        else {
+            PyList_SET_ITEM(out, k, value);
+        }
+    }
+    return out;
+}
+
+/* Vocabulary.weigh for each of the vocabularies, one after another over the same windows. */
+static PyObject *
+Joint_weigh(Joint *self, PyObject *strata_obj)
+{
+    if (!joint_ready(self)) {
+        return NULL;
+    }
+    PyObject *strata = items_of(strata_obj, "weigh() takes a sequence of windows");
+    if (strata == NULL) {
+        return NULL;
+    }
+    const Py_ssize_t count = PyTuple_GET_SIZE(strata);
+    PyObject **items = &PyTuple_GET_ITEM(strata, 0);
+    for (Py_ssize_t w = 0; w < count; w++) {
+        PyObject *item = items[w];
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(item, 0))) {
+            PyErr_Format(PyExc_TypeError, "weigh(): window %zd is not (bytes, weight, estimate)", w);
+            Py_DECREF(strata);
+            return NULL;
+        }
+    }
+    PyObject *out = PyList_New(self->count);
+    for (int k = 0; out != NULL && k < self->count; k++) {
+        Cached *cache = joint_cache(self, k);
+        double total = 0.0, low = INFINITY, high = -INFINITY;
+        for (Py_ssize_t w = 0; w < count; w++) {
+            PyObject *item = items[w];
+            PyObject *data = PyTuple_GET_ITEM(item, 0);
+            double weight = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 1));
+            double estimate = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 2));
+            if (!PyErr_Occurred() && estimate == 0.0) {
+                PyErr_Format(PyExc_ZeroDivisionError, "weigh(): window %zd has an estimate of 0", w);
+            }
+            if (PyErr_Occurred()) {
+                Py_CLEAR(out);
+                break;
+            }
+            Text t = {(const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
+                      self->v[k]->categories};
+            Py_ssize_t tokens = t.n > 0 ? joint_count(self, k, &t, t.n <= CACHE_ABOVE ? cache : NULL) : 0;
+            if (tokens < 0) {
+                Py_CLEAR(out);
+                PyErr_NoMemory();
+                break;
+            }
+            total += (double)tokens * weight;
+            double ratio = (double)tokens / estimate;
+            low = ratio < low ? ratio : low;
+            high = ratio > high ? ratio : high;
+        }
+        if (out != NULL) {
+            PyObject *value = Py_BuildValue("(ddd)", total, low, high);
+            if (value == NULL) {
+                Py_CLEAR(out);
+            }
+            else {
+                PyList_SET_ITEM(out, k, value);
+            }
+        }
+    }
+    Py_DECREF(strata);
+    return out;
+}
+
+static PyMethodDef joint_methods[] = {
+    {"counts", (PyCFunction)Joint_counts, METH_O,
+     "counts(data) -> each vocabulary's count of the UTF-8 bytes data, in order."},
+    {"weigh", (PyCFunction)Joint_weigh, METH_O,
+     "weigh(strata) -> each vocabulary's Vocabulary.weigh(strata), in order."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject JointType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "windowfit._bpe.Joint",
+    .tp_doc = "Vocabularies counting the same texts through one slot table.",
+    .tp_basicsize = sizeof(Joint),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Joint_init,
+    .tp_dealloc = (destructor)Joint_dealloc,
+    .tp_methods = joint_methods,
+};
+
 static struct PyModuleDef bpe_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "windowfit._bpe",
@@ -1939,7 +2352,7 @@ static struct PyModuleDef bpe_module = {
 PyMODINIT_FUNC
 PyInit__bpe(void)
 {
-    if (PyType_Ready(&VocabularyType) < 0) {
+    if (PyType_Ready(&VocabularyType) < 0 || PyType_Ready(&JointType) < 0) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&bpe_module);
@@ -1949,6 +2362,12 @@ PyInit__bpe(void)
     Py_INCREF(&VocabularyType);
     if (PyModule_AddObject(m, "Vocabulary", (PyObject *)&VocabularyType) < 0) {
         Py_DECREF(&VocabularyType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&JointType);
+    if (PyModule_AddObject(m, "Joint", (PyObject *)&JointType) < 0) {
+        Py_DECREF(&JointType);
         Py_DECREF(m);
         return NULL;
     }

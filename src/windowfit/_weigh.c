@@ -539,11 +539,14 @@ weigher_estimates(PyObject *op, PyObject *args)
     PyObject *text, *cuts_obj;
     if (!PyArg_ParseTuple(args, "OO:estimates", &text, &cuts_obj) || ready_text(text) < 0)
         return NULL;
-    PyObject *cuts = PySequence_Fast(cuts_obj, "estimates() takes a sequence of cuts");
+    /* (a tuple of its own: an __index__ may change a list being read) */
+    PyObject *fast = PySequence_Fast(cuts_obj, "estimates() takes a sequence of cuts");
+    PyObject *cuts = fast == NULL ? NULL : PySequence_Tuple(fast);
+    Py_XDECREF(fast);
     if (cuts == NULL)
         return NULL;
-    const Py_ssize_t count = PySequence_Fast_GET_SIZE(cuts), size = PyUnicode_GET_LENGTH(text);
-    PyObject **items = PySequence_Fast_ITEMS(cuts);
+    const Py_ssize_t count = PyTuple_GET_SIZE(cuts), size = PyUnicode_GET_LENGTH(text);
+    PyObject **items = &PyTuple_GET_ITEM(cuts, 0);
     PyObject *out = PyList_New(count > 0 ? count - 1 : 0);
     const int kind = PyUnicode_KIND(text), ascii = PyUnicode_IS_ASCII(text);
     const char *data = (const char *)PyUnicode_DATA(text);
