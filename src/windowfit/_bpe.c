@@ -1465,9 +1465,59 @@ next_piece(const Vocabulary *v, const Text *t, Py_ssize_t i, Py_ssize_t *state)
 #define PREFETCH(address) ((void)0)
 #endif
 
-/* The tokens of all of t, or -1 when memory runs out. */
-static Py_ssize_t
-count_text(const Vocabulary *v, const Text *t, Cached *cache)
+/* A Joint is one slot table for the tokens of several vocabularies (windowfit's
+ * conservative estimate counts every text with five): a slot holds a token's bytes (the
+ * first 8, and where the rest lie) and, a bit a vocabulary, whether a piece of those bytes
+ * is one token there. Why: the five vocabularies' own tables (megabytes each) took turns
+ * in the processor's cache, and a word the first had looked up was a trip to memory
+ * again for each of the others; here the same words are the same slots, which the first
+ * vocabulary's count leaves in the cache for the other four. A piece that is not one
+ * token in a vocabulary is merged with that vocabulary's own tables, as count() does. */
+#define JOINT_MOST 8
+
+typedef struct {
+    uint64_t head;  /* the token's first 8 bytes, zero-padded */
+    uint32_t rank;  /* its rank (or id) in the vocabulary that holds its bytes */
+    uint16_t size;  /* its length; 0 for an empty slot */
+    uint8_t owner;  /* that vocabulary */
+    uint8_t ones;   /* bit k: a piece of these bytes is one token in vocabulary k */
+} JointSlot;
+
+typedef struct Joint {
+    PyObject_HEAD
+    PyObject *vocabularies; /* the tuple of Vocabulary objects, held */
+    int count;
+    const Vocabulary *v[JOINT_MOST];
+    JointSlot *slots;
+    uint32_t mask;
+    uint32_t used; /* slots filled (kept at most 60% of them while building) */
+} Joint;
+
+/* The ones bits of p[0:n] (n >= 3), whose head and hash (hash_with_head) are given. */
+static inline unsigned
+joint_ones(const Joint *j, const unsigned char *p, Py_ssize_t n, uint64_t head, uint32_t hash)
+{
+    uint32_t i = hash & j->mask;
+    for (;;) {
+        const JointSlot *s = &j->slots[i];
+        if (s->size == 0) {
+            return 0;
+        }
+        if (s->head == head && (Py_ssize_t)s->size == n) {
+            const Vocabulary *o = j->v[s->owner];
+            if (n <= 8 || memcmp(o->blob + o->offsets[s->rank] + 8, p + 8, (size_t)(n - 8)) == 0) {
+                return s->ones;
+            }
+        }
+        i = (i + 1) & j->mask;
+    }
+}
+
+/* The tokens of all of t by v, or -1 when memory runs out. Where a Joint j is given (v its
+ * vocabulary k, whose bit is bit), a piece's one token is looked for in the Joint's slots,
+ * else in v's: the same count either way. */
+static inline Py_ssize_t
+count_with(const Vocabulary *v, const Joint *j, unsigned bit, const Text *t, Cached *cache)
 {
     Py_ssize_t total = 0, i = 0, state = 0;
     Py_ssize_t start[AHEAD], stop[AHEAD];
@@ -1486,7 +1536,12 @@ count_text(const Vocabulary *v, const Text *t, Cached *cache)
             else {
                 uint64_t h = head_of(t->s + i, end - i);
                 uint32_t x = hash_with_head(t->s + i, end - i, h);
-                PREFETCH(&v->slots[x & v->mask]);
+                if (j != NULL) {
+                    PREFETCH(&j->slots[x & j->mask]);
+                }
+                else {
+                    PREFETCH(&v->slots[x & v->mask]);
+                }
                 start[found] = i;
                 stop[found] = end;
                 head[found] = h;
@@ -1495,9 +1550,17 @@ count_text(const Vocabulary *v, const Text *t, Cached *cache)
             }
             i = end;
         }
-        for (int k = 0; k < found; k++) {
-            Py_ssize_t tokens =
-                piece_count(v, t->s + start[k], stop[k] - start[k], head[k], hash[k], cache);
+        for (int f = 0; f < found; f++) {
+            const unsigned char *p = t->s + start[f];
+            Py_ssize_t n = stop[f] - start[f], tokens;
+            if (j == NULL || n > 65535) {
+                tokens = piece_count(v, p, n, head[f], hash[f], cache);
+            }
+            else {
+                tokens = joint_ones(j, p, n, head[f], hash[f]) & bit
+                             ? 1
+                             : piece_merged(v, p, n, hash[f], cache);
+            }
             if (tokens < 0) {
                 return -1;
             }
@@ -1505,6 +1568,19 @@ count_text(const Vocabulary *v, const Text *t, Cached *cache)
         }
     }
     return total;
+}
+
+static Py_ssize_t
+count_text(const Vocabulary *v, const Text *t, Cached *cache)
+{
+    return count_with(v, NULL, 0, t, cache);
+}
+
+/* count_text for vocabulary k of a Joint (see count_with). */
+static Py_ssize_t
+joint_count(const Joint *j, int k, const Text *t, Cached *cache)
+{
+    return count_with(j->v[k], j, 1u << k, t, cache);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -1773,41 +1849,6 @@ ready(const Vocabulary *self)
     return 1;
 }
 
-static PyObject *
-Vocabulary_count(Vocabulary *self, PyObject *data)
-{
-    if (!PyBytes_Check(data)) {
-        PyErr_Format(PyExc_TypeError, "count() takes UTF-8 bytes, not %.100s",
-                     Py_TYPE(data)->tp_name);
-        return NULL;
-    }
-    if (!ready(self)) {
-        return NULL;
-    }
-    Text t = {(const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
-              self->categories};
-    Py_ssize_t total;
-#ifndef Py_GIL_DISABLED
-    if (t.n <= CACHE_ABOVE) {
-        /* with the GIL held, through the shared cache (see the top of this file) */
-        if (self->shared == NULL) {
-            self->shared = PyMem_Calloc(CACHE_SLOTS, sizeof(Cached)); /* NULL: no cache */
-        }
-        total = count_text(self, &t, (Cached *)self->shared);
-        return total < 0 ? PyErr_NoMemory() : PyLong_FromSsize_t(total);
-    }
-#endif
-    Py_BEGIN_ALLOW_THREADS
-    Cached *cache = t.n > CACHE_ABOVE ? (Cached *)PyMem_RawCalloc(CACHE_SLOTS, sizeof(Cached)) : NULL;
-    total = count_text(self, &t, cache);
-    PyMem_RawFree(cache);
-    Py_END_ALLOW_THREADS
-    if (total < 0) {
-        return PyErr_NoMemory();
-    }
-    return PyLong_FromSsize_t(total);
-}
-
 /* The items of a sequence, as a tuple of its own: a float's or an int's conversion can
  * run Python code (__float__, __index__) that changes a list being read, and a tuple
  * holds its items. NULL with TypeError (message) where it is no sequence. */
@@ -1823,66 +1864,152 @@ items_of(PyObject *sequence, const char *message)
     return items;
 }
 
-/* A long text's count from its windows (windowfit.vocabulary._strata's list of (UTF-8,
- * weight, the profile's estimate)): the sum of each window's count times its weight, and
- * the lowest and highest of count over estimate, in one call. Why: on 300,000 characters
- * of ASCII the interpreter's loops over the windows' counts (a call a window, then two
- * passes over the counts) took as long as counting them. The windows are counted as
- * count() counts short texts: with the GIL held, through the shared cache. */
-static PyObject *
-Vocabulary_weigh(Vocabulary *self, PyObject *strata_obj)
+/* A long text's windows (windowfit.vocabulary._strata's list of (UTF-8, weight, the
+ * profile's estimate)), read and converted once: what weigh() counts. */
+typedef struct {
+    PyObject *items; /* the tuple of windows, held (their bytes are read from it) */
+    Py_ssize_t count;
+    double *weight, *estimate;
+} Windows;
+
+static void
+windows_free(Windows *w)
 {
-    if (!ready(self)) {
-        return NULL;
+    Py_CLEAR(w->items);
+    PyMem_Free(w->weight);
+    w->weight = w->estimate = NULL;
+}
+
+static int
+windows_read(PyObject *strata, Windows *w)
+{
+    w->items = items_of(strata, "weigh() takes a sequence of windows");
+    w->weight = w->estimate = NULL;
+    if (w->items == NULL) {
+        return -1;
     }
-    PyObject *strata = items_of(strata_obj, "weigh() takes a sequence of windows");
-    if (strata == NULL) {
-        return NULL;
+    w->count = PyTuple_GET_SIZE(w->items);
+    w->weight = (double *)PyMem_Malloc(sizeof(double) * (size_t)(w->count > 0 ? 2 * w->count : 1));
+    if (w->weight == NULL) {
+        PyErr_NoMemory();
+        windows_free(w);
+        return -1;
     }
-    const Py_ssize_t count = PyTuple_GET_SIZE(strata);
-    PyObject **items = &PyTuple_GET_ITEM(strata, 0);
-    double total = 0.0, low = INFINITY, high = -INFINITY;
-    Cached *cache = NULL;
-#ifndef Py_GIL_DISABLED
-    if (self->shared == NULL) {
-        self->shared = PyMem_Calloc(CACHE_SLOTS, sizeof(Cached)); /* NULL: no cache */
-    }
-    cache = (Cached *)self->shared;
-#endif
-    for (Py_ssize_t k = 0; k < count; k++) {
-        PyObject *item = items[k];
+    w->estimate = w->weight + w->count;
+    for (Py_ssize_t k = 0; k < w->count; k++) {
+        PyObject *item = PyTuple_GET_ITEM(w->items, k);
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3 ||
             !PyBytes_Check(PyTuple_GET_ITEM(item, 0))) {
             PyErr_Format(PyExc_TypeError, "weigh(): window %zd is not (bytes, weight, estimate)", k);
-            Py_DECREF(strata);
-            return NULL;
+            windows_free(w);
+            return -1;
         }
-        PyObject *data = PyTuple_GET_ITEM(item, 0);
-        double weight = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 1));
-        double estimate = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 2));
-        if (PyErr_Occurred()) {
-            Py_DECREF(strata);
-            return NULL;
-        }
-        if (estimate == 0.0) {
+        w->weight[k] = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 1));
+        w->estimate[k] = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 2));
+        if (!PyErr_Occurred() && w->estimate[k] == 0.0) {
             PyErr_Format(PyExc_ZeroDivisionError, "weigh(): window %zd has an estimate of 0", k);
-            Py_DECREF(strata);
-            return NULL;
         }
+        if (PyErr_Occurred()) {
+            windows_free(w);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* What vocabulary v (or vocabulary k of the Joint j, where j is given) counts of the
+ * windows: (the sum of each window's count times its weight, the lowest and the highest
+ * of count over estimate). The windows are counted as count() counts short texts: with
+ * the GIL held, through the shared cache. */
+static PyObject *
+windows_weighed(const Windows *w, const Vocabulary *v, const Joint *j, int k, Cached *cache)
+{
+    double total = 0.0, low = INFINITY, high = -INFINITY;
+    for (Py_ssize_t i = 0; i < w->count; i++) {
+        PyObject *data = PyTuple_GET_ITEM(PyTuple_GET_ITEM(w->items, i), 0);
         Text t = {(const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
-                  self->categories};
-        Py_ssize_t tokens = t.n > 0 ? count_text(self, &t, t.n <= CACHE_ABOVE ? cache : NULL) : 0;
+                  v->categories};
+        Cached *c = t.n <= CACHE_ABOVE ? cache : NULL;
+        Py_ssize_t tokens = t.n == 0 ? 0 : j != NULL ? joint_count(j, k, &t, c) : count_text(v, &t, c);
         if (tokens < 0) {
-            Py_DECREF(strata);
             return PyErr_NoMemory();
         }
-        total += (double)tokens * weight;
-        double ratio = (double)tokens / estimate;
+        total += (double)tokens * w->weight[i];
+        double ratio = (double)tokens / w->estimate[i];
         low = ratio < low ? ratio : low;
         high = ratio > high ? ratio : high;
     }
-    Py_DECREF(strata);
     return Py_BuildValue("(ddd)", total, low, high);
+}
+
+/* The shared cache of short texts' merged pieces (see the top of this file), made on
+ * first use; NULL without a GIL. */
+static Cached *
+shared_cache(Vocabulary *v)
+{
+#ifndef Py_GIL_DISABLED
+    if (v->shared == NULL) {
+        v->shared = PyMem_Calloc(CACHE_SLOTS, sizeof(Cached)); /* NULL: no cache */
+    }
+    return (Cached *)v->shared;
+#else
+    (void)v;
+    return NULL;
+#endif
+}
+
+/* The tokens of the UTF-8 bytes in t, by vocabulary v, or by vocabulary k of the Joint j
+ * where j is given; -1 when memory runs out. A short text is counted with the GIL held,
+ * through the shared cache (see the top of this file); a long one without the GIL, with a
+ * cache of its own. */
+static Py_ssize_t
+counted(Vocabulary *v, const Joint *j, int k, const Text *t)
+{
+    Py_ssize_t total;
+#ifndef Py_GIL_DISABLED
+    if (t->n <= CACHE_ABOVE) {
+        Cached *cache = shared_cache(v);
+        return j != NULL ? joint_count(j, k, t, cache) : count_text(v, t, cache);
+    }
+#endif
+    Py_BEGIN_ALLOW_THREADS
+    Cached *cache = t->n > CACHE_ABOVE ? (Cached *)PyMem_RawCalloc(CACHE_SLOTS, sizeof(Cached)) : NULL;
+    total = j != NULL ? joint_count(j, k, t, cache) : count_text(v, t, cache);
+    PyMem_RawFree(cache);
+    Py_END_ALLOW_THREADS
+    return total;
+}
+
+static PyObject *
+Vocabulary_count(Vocabulary *self, PyObject *data)
+{
+    if (!PyBytes_Check(data)) {
+        PyErr_Format(PyExc_TypeError, "count() takes UTF-8 bytes, not %.100s",
+                     Py_TYPE(data)->tp_name);
+        return NULL;
+    }
+    if (!ready(self)) {
+        return NULL;
+    }
+    Text t = {(const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
+              self->categories};
+    Py_ssize_t total = counted(self, NULL, 0, &t);
+    return total < 0 ? PyErr_NoMemory() : PyLong_FromSsize_t(total);
+}
+
+/* A long text's count from its windows (see windows_weighed), in one call. Why: on
+ * 300,000 characters of ASCII the interpreter's loops over the windows' counts (a call a
+ * window, then two passes over the counts) took as long as counting them. */
+static PyObject *
+Vocabulary_weigh(Vocabulary *self, PyObject *strata)
+{
+    Windows w;
+    if (!ready(self) || windows_read(strata, &w) < 0) {
+        return NULL;
+    }
+    PyObject *out = windows_weighed(&w, self, NULL, 0, shared_cache(self));
+    windows_free(&w);
+    return out;
 }
 
 static PyObject *
@@ -1970,104 +2097,7 @@ static PyTypeObject VocabularyType = {
 /* Several vocabularies counting one text                                              */
 /* ---------------------------------------------------------------------------------- */
 
-/* A Joint is one slot table for the tokens of several vocabularies (windowfit's
- * conservative estimate counts every text with five): a slot holds a token's bytes (the
- * first 8, and where the rest lie) and, a bit a vocabulary, whether a piece of those bytes
- * is one token there. Why: the five vocabularies' own tables (megabytes each) took turns
- * in the processor's cache, and a word the first had looked up was a trip to memory
- * again for each of the others; here the same words are the same slots, which the first
- * vocabulary's count leaves in the cache for the other four. A piece that is not one
- * token in a vocabulary is merged with that vocabulary's own tables, as count() does. */
-#define JOINT_MOST 8
-
-typedef struct {
-    uint64_t head;  /* the token's first 8 bytes, zero-padded */
-    uint32_t rank;  /* its rank (or id) in the vocabulary that holds its bytes */
-    uint16_t size;  /* its length; 0 for an empty slot */
-    uint8_t owner;  /* that vocabulary */
-    uint8_t ones;   /* bit k: a piece of these bytes is one token in vocabulary k */
-} JointSlot;
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *vocabularies; /* the tuple of Vocabulary objects, held */
-    int count;
-    const Vocabulary *v[JOINT_MOST];
-    JointSlot *slots;
-    uint32_t mask;
-    uint32_t used; /* slots filled (kept at most 60% of them while building) */
-} Joint;
-
-/* The ones bits of p[0:n] (n >= 3), whose head and hash (hash_with_head) are given. */
-static inline unsigned
-joint_ones(const Joint *j, const unsigned char *p, Py_ssize_t n, uint64_t head, uint32_t hash)
-{
-    uint32_t i = hash & j->mask;
-    for (;;) {
-        const JointSlot *s = &j->slots[i];
-        if (s->size == 0) {
-            return 0;
-        }
-        if (s->head == head && (Py_ssize_t)s->size == n) {
-            const Vocabulary *o = j->v[s->owner];
-            if (n <= 8 || memcmp(o->blob + o->offsets[s->rank] + 8, p + 8, (size_t)(n - 8)) == 0) {
-                return s->ones;
-            }
-        }
-        i = (i + 1) & j->mask;
-    }
-}
-
-/* count_text for vocabulary k of a Joint: the same count, its one-token pieces found in
- * the joint slots. */
-static Py_ssize_t
-joint_count(const Joint *j, int k, const Text *t, Cached *cache)
-{
-    const Vocabulary *v = j->v[k];
-    const unsigned bit = 1u << k;
-    Py_ssize_t total = 0, i = 0, state = 0;
-    Py_ssize_t start[AHEAD], stop[AHEAD];
-    uint64_t head[AHEAD];
-    uint32_t hash[AHEAD];
-    while (i < t->n) {
-        int found = 0;
-        while (found < AHEAD && i < t->n) {
-            Py_ssize_t end = next_piece(v, t, i, &state);
-            if (end - i <= 1) {
-                total += end - i;
-            }
-            else if (end - i == 2) {
-                total += v->two_bytes[(uint32_t)t->s[i] << 8 | t->s[i + 1]];
-            }
-            else {
-                uint64_t h = head_of(t->s + i, end - i);
-                uint32_t x = hash_with_head(t->s + i, end - i, h);
-                PREFETCH(&j->slots[x & j->mask]);
-                start[found] = i;
-                stop[found] = end;
-                head[found] = h;
-                hash[found] = x;
-                found++;
-            }
-            i = end;
-        }
-        for (int f = 0; f < found; f++) {
-            const unsigned char *p = t->s + start[f];
-            Py_ssize_t n = stop[f] - start[f];
-            if (n <= 65535 && (joint_ones(j, p, n, head[f], hash[f]) & bit)) {
-                total += 1;
-                continue;
-            }
-            Py_ssize_t tokens = n <= 65535 ? piece_merged(v, p, n, hash[f], cache)
-                                           : piece_count(v, p, n, head[f], hash[f], cache);
-            if (tokens < 0) {
-                return -1;
-            }
-            total += tokens;
-        }
-    }
-    return total;
-}
+/* (The Joint's type and its count are with count_text, above.) */
 
 /* Token r of vocabulary k into the slots: a new slot, or its bit in the one that holds
  * the same bytes. */
@@ -2199,23 +2229,6 @@ joint_ready(const Joint *self)
     return 1;
 }
 
-/* The shared cache of vocabulary k (see Vocabulary_count), or NULL. */
-static Cached *
-joint_cache(const Joint *self, int k)
-{
-#ifndef Py_GIL_DISABLED
-    Vocabulary *v = (Vocabulary *)self->v[k];
-    if (v->shared == NULL) {
-        v->shared = PyMem_Calloc(CACHE_SLOTS, sizeof(Cached)); /* NULL: no cache */
-    }
-    return (Cached *)v->shared;
-#else
-    (void)self;
-    (void)k;
-    return NULL;
-#endif
-}
-
 static PyObject *
 Joint_counts(Joint *self, PyObject *data)
 {
@@ -2226,21 +2239,11 @@ Joint_counts(Joint *self, PyObject *data)
     if (!joint_ready(self)) {
         return NULL;
     }
-    Text base = {(const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), NULL};
     Py_ssize_t totals[JOINT_MOST];
     for (int k = 0; k < self->count; k++) {
-        Text t = base;
-        t.categories = self->v[k]->categories;
-        if (t.n <= CACHE_ABOVE) { /* with the GIL held, through the shared caches */
-            totals[k] = joint_count(self, k, &t, joint_cache(self, k));
-        }
-        else {
-            Py_BEGIN_ALLOW_THREADS
-            Cached *cache = (Cached *)PyMem_RawCalloc(CACHE_SLOTS, sizeof(Cached));
-            totals[k] = joint_count(self, k, &t, cache);
-            PyMem_RawFree(cache);
-            Py_END_ALLOW_THREADS
-        }
+        Text t = {(const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
+                  self->v[k]->categories};
+        totals[k] = counted((Vocabulary *)self->v[k], self, k, &t);
         if (totals[k] < 0) {
             return PyErr_NoMemory();
         }
@@ -2260,66 +2263,24 @@ Joint_counts(Joint *self, PyObject *data)
 
 /* Vocabulary.weigh for each of the vocabularies, one after another over the same windows. */
 static PyObject *
-Joint_weigh(Joint *self, PyObject *strata_obj)
+Joint_weigh(Joint *self, PyObject *strata)
 {
-    if (!joint_ready(self)) {
+    Windows w;
+    if (!joint_ready(self) || windows_read(strata, &w) < 0) {
         return NULL;
-    }
-    PyObject *strata = items_of(strata_obj, "weigh() takes a sequence of windows");
-    if (strata == NULL) {
-        return NULL;
-    }
-    const Py_ssize_t count = PyTuple_GET_SIZE(strata);
-    PyObject **items = &PyTuple_GET_ITEM(strata, 0);
-    for (Py_ssize_t w = 0; w < count; w++) {
-        PyObject *item = items[w];
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3 ||
-            !PyBytes_Check(PyTuple_GET_ITEM(item, 0))) {
-            PyErr_Format(PyExc_TypeError, "weigh(): window %zd is not (bytes, weight, estimate)", w);
-            Py_DECREF(strata);
-            return NULL;
-        }
     }
     PyObject *out = PyList_New(self->count);
     for (int k = 0; out != NULL && k < self->count; k++) {
-        Cached *cache = joint_cache(self, k);
-        double total = 0.0, low = INFINITY, high = -INFINITY;
-        for (Py_ssize_t w = 0; w < count; w++) {
-            PyObject *item = items[w];
-            PyObject *data = PyTuple_GET_ITEM(item, 0);
-            double weight = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 1));
-            double estimate = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 2));
-            if (!PyErr_Occurred() && estimate == 0.0) {
-                PyErr_Format(PyExc_ZeroDivisionError, "weigh(): window %zd has an estimate of 0", w);
-            }
-            if (PyErr_Occurred()) {
-                Py_CLEAR(out);
-                break;
-            }
-            Text t = {(const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
-                      self->v[k]->categories};
-            Py_ssize_t tokens = t.n > 0 ? joint_count(self, k, &t, t.n <= CACHE_ABOVE ? cache : NULL) : 0;
-            if (tokens < 0) {
-                Py_CLEAR(out);
-                PyErr_NoMemory();
-                break;
-            }
-            total += (double)tokens * weight;
-            double ratio = (double)tokens / estimate;
-            low = ratio < low ? ratio : low;
-            high = ratio > high ? ratio : high;
+        Vocabulary *v = (Vocabulary *)self->v[k];
+        PyObject *value = windows_weighed(&w, v, self, k, shared_cache(v));
+        if (value == NULL) {
+            Py_CLEAR(out);
         }
-        if (out != NULL) {
-            PyObject *value = Py_BuildValue("(ddd)", total, low, high);
-            if (value == NULL) {
-                Py_CLEAR(out);
-            }
-            else {
-                PyList_SET_ITEM(out, k, value);
-            }
+        else {
+            PyList_SET_ITEM(out, k, value);
         }
     }
-    Py_DECREF(strata);
+    windows_free(&w);
     return out;
 }
 
