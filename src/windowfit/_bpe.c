@@ -1516,6 +1516,11 @@ joint_ones(const Joint *j, const unsigned char *p, Py_ssize_t n, uint64_t head, 
 /* The tokens of all of t by v, or -1 when memory runs out. Where a Joint j is given (v its
  * vocabulary k, whose bit is bit), a piece's one token is looked for in the Joint's slots,
  * else in v's: the same count either way. */
+/* (inlined into both callers, so that each loop is compiled for its own case: left to
+ * itself the compiler called one loop from both, 3-5% slower on long pieces) */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((always_inline))
+#endif
 static inline Py_ssize_t
 count_with(const Vocabulary *v, const Joint *j, unsigned bit, const Text *t, Cached *cache)
 {
