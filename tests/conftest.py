@@ -47,6 +47,12 @@ def data_dir() -> Path | None:
     return None
 
 
+def windows_of(data: bytes) -> list[tuple[bytes, float, int]]:
+    """A long text's windows as windowfit.vocabulary._strata gives them (bytes, a weight,
+    an estimate), made up from data: every 37 bytes, weights and estimates that vary."""
+    return [(data[k : k + 37], 0.5 + k / 7, 1 + k % 5) for k in range(0, len(data) + 1, 37)]
+
+
 def counts_in_threads(
     count: Callable[[str], int], texts: list[str], workers: int = 4, rounds: int = 5
 ) -> list[list[int]]:

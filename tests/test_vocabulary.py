@@ -21,7 +21,7 @@ from windowfit import vocabulary as voc
 from windowfit.errors import SettingsError, TokenizerError
 from windowfit.profiles import ProfileEstimator, estimator_for
 
-from conftest import counts_in_threads
+from conftest import counts_in_threads, windows_of
 
 pytest.importorskip("tiktoken")
 regex = pytest.importorskip("regex")
@@ -163,18 +163,13 @@ def test_every_two_byte_piece_counts_as_tiktoken_counts_it(pair) -> None:
     assert not wrong, wrong[:10]
 
 
-def _windows(data: bytes) -> list[tuple[bytes, float, int]]:
-    """A long text's windows as _strata gives them: bytes, a weight and an estimate."""
-    return [(data[k : k + 37], 0.5 + k / 7, 1 + k % 5) for k in range(0, len(data) + 1, 37)]
-
-
 @settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(text=st.one_of(word_text, long_piece_text, known_text))
 def test_weighing_windows_is_counting_each_of_them(pair, text: str) -> None:
     counter = pair[0]
-    strata = _windows(text.encode("utf-8", "replace"))
+    strata = windows_of(text.encode("utf-8", "replace"))
     assert counter.weigh(strata) == voc.weighed_by(counter.count_bytes, strata)
 
 
@@ -210,7 +205,7 @@ def test_a_joint_counts_as_each_of_its_vocabularies(text: str) -> None:
     joint, counters = _joint()
     data = text.encode("utf-8", "replace")
     assert joint.counts(data) == [c._vocabulary.count(data) for c in counters]  # type: ignore[attr-defined]
-    strata = _windows(data)
+    strata = windows_of(data)
     assert joint.weigh(strata) == [c._vocabulary.weigh(strata) for c in counters]  # type: ignore[attr-defined]
 
 
@@ -771,8 +766,8 @@ def test_conservative_through_the_joint_counts_what_each_vocabulary_counts(
     if estimator._joint is None:
         pytest.skip("no Joint in this build")
     data = ("".join(parts) * repeat).encode()
-    assert estimator._counts(data) == [count(data) for count, _ in estimator._exact]
-    strata = _windows(data)
+    assert estimator._counts(data) == [count(data) for count in estimator._exact]
+    strata = windows_of(data)
     assert estimator._weigh_all(strata) == [weigh(strata) for weigh in estimator._weighs]
 
 

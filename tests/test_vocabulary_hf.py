@@ -24,7 +24,7 @@ from windowfit import vocabulary as voc
 from windowfit.errors import TokenizerError
 from windowfit.profiles import estimator_for
 
-from conftest import counts_in_threads
+from conftest import counts_in_threads, windows_of
 
 pytest.importorskip("tokenizers")
 
@@ -193,7 +193,7 @@ def test_weighing_windows_is_counting_each_of_them(pair, text: str) -> None:
     window where not: the same numbers either way."""
     counter = pair[0]
     data = text.encode("utf-8", "replace")
-    strata = [(data[k : k + 37], 0.5 + k / 7, 1 + k % 5) for k in range(0, len(data) + 1, 37)]
+    strata = windows_of(data)
     assert counter.weigh(strata) == voc.weighed_by(counter.count_bytes, strata)
 
 

@@ -1030,12 +1030,12 @@ ascii_word(const Text *t, Py_ssize_t i, int prefix_any, int case_split, int cont
     return j;
 }
 
-/* \p{N}{1,most} at i, where an ASCII digit is: ASCII digits by their bytes, a digit of
- * another script by its category. (No pattern's other alternatives start at a digit.) */
+/* The end of \p{N}{1,most} whose first digit ends at j: ASCII digits by their bytes, a
+ * digit of another script by its category. */
 static inline Py_ssize_t
-digits_piece(const Text *t, Py_ssize_t i, int most)
+digits_piece(const Text *t, Py_ssize_t j, int most)
 {
-    Py_ssize_t j = i + 1, next;
+    Py_ssize_t next;
     for (int digits = 1; digits < most && j < t->n; digits++) {
         if (t->s[j] < 0x80) {
             if ((unsigned char)(t->s[j] - '0') >= 10u) {
@@ -1061,7 +1061,7 @@ next_cl100k(const Text *t, Py_ssize_t i)
         return fast;
     }
     if ((unsigned char)(t->s[i] - '0') < 10u) {
-        return digits_piece(t, i, 3);
+        return digits_piece(t, i + 1, 3); /* (no other alternative starts at a digit) */
     }
     Py_ssize_t next, end;
     unsigned c = cat_at(t, i, &next);
@@ -1078,13 +1078,7 @@ next_cl100k(const Text *t, Py_ssize_t i)
         }
     }
     if (c == CAT_NUMBER) {
-        int digits = 1;
-        end = next;
-        while (digits < 3 && end < t->n && cat_at(t, end, &next) == CAT_NUMBER) {
-            end = next;
-            digits++;
-        }
-        return end;
+        return digits_piece(t, next, 3);
     }
     if ((end = other_piece(t, i, 0)) >= 0) {
         return end;
@@ -1143,7 +1137,7 @@ next_o200k(const Text *t, Py_ssize_t i, int contractions, int max_digits)
         return fast;
     }
     if ((unsigned char)(t->s[i] - '0') < 10u) {
-        return digits_piece(t, i, max_digits);
+        return digits_piece(t, i + 1, max_digits); /* (as in next_cl100k) */
     }
     Py_ssize_t next, end;
     unsigned c = cat_at(t, i, &next);
@@ -1158,13 +1152,7 @@ next_o200k(const Text *t, Py_ssize_t i, int contractions, int max_digits)
         return end;
     }
     if (c == CAT_NUMBER) {
-        int digits = 1;
-        end = next;
-        while (digits < max_digits && end < t->n && cat_at(t, end, &next) == CAT_NUMBER) {
-            end = next;
-            digits++;
-        }
-        return end;
+        return digits_piece(t, next, max_digits);
     }
     if ((end = other_piece(t, i, 1)) >= 0) {
         return end;
@@ -1276,23 +1264,7 @@ deepseek_span(const Text *t, Py_ssize_t i, int *number)
     uint32_t c = code_at(t, i, &next);
     *number = c < CODE_POINTS && t->categories[c] == CAT_NUMBER;
     if (*number) {
-        int digits = 1;
-        j = next;
-        for (; digits < 3 && j < t->n; digits++) {
-            if (s[j] < 0x80) {
-                if ((unsigned char)(s[j] - '0') >= 10u) {
-                    break;
-                }
-                j++;
-            }
-            else if (cat_at(t, j, &next) == CAT_NUMBER) {
-                j = next;
-            }
-            else {
-                break;
-            }
-        }
-        return j;
+        return digits_piece(t, next, 3);
     }
     int cjk = in_cjk(c);
     j = next;
@@ -1322,17 +1294,6 @@ deepseek_match(const Text *t, Py_ssize_t i)
         for (j = next; j < t->n && ascii_alpha(t->s[j]); j++) {
         }
         return j;
-    }
-    if (b < 0x80 && next < t->n && t->s[next] < 0x80) {
-        /* ASCII: a word, after one character of the prefix or none; on past ASCII as
-         * letters and marks go on */
-        j = ascii_alpha(b) ? next : (BIT(c) & M_DS_PREFIX) && ascii_alpha(t->s[next]) ? next + 1 : -1;
-        if (j >= 0) {
-            while (j < t->n && ascii_alpha(t->s[j])) {
-                j++;
-            }
-            return j < t->n && t->s[j] >= 0x80 ? run_of(t, j, M_LM) : j;
-        }
     }
     if ((BIT(c) & M_DS_PREFIX) && next < t->n && (BIT(cat_at(t, next, &after)) & M_LM)) {
         return run_of(t, after, M_LM);

@@ -496,18 +496,22 @@ weigh_units(Weigher *self, PyObject *text, long long *out, int simd)
     return 0;
 }
 
-/* ceil(units / 128 + framing), at least 1 for a text that is not empty, 0 for the empty
- * text. units / 128 is exact in a double (a power of two, units far below 2**53), so this
- * is the Python expression's value exactly. */
+/* ceil(units / 128 + framing), at least 1 for a text of n > 0 characters, 0 for the
+ * empty text. units / 128 is exact in a double (a power of two, units far below 2**53),
+ * so this is the Python expression's value exactly. */
+static double
+rounded(const Weigher *self, long long units, Py_ssize_t n)
+{
+    if (n == 0)
+        return 0.0;
+    double value = ceil((double)units / 128.0 + self->framing);
+    return value < 1.0 ? 1.0 : value;
+}
+
 static PyObject *
 estimate_of(const Weigher *self, long long units, Py_ssize_t n)
 {
-    if (n == 0)
-        return PyLong_FromLong(0);
-    double value = ceil((double)units / 128.0 + self->framing);
-    if (value < 1.0)
-        value = 1.0;
-    return PyLong_FromDouble(value);
+    return PyLong_FromDouble(rounded(self, units, n));
 }
 
 /* The estimate of a text (see estimate_of). */
@@ -612,6 +616,14 @@ weigher_simd(PyObject *op, void *closure)
  * windows' bytes is made. Why: on 300,000 characters of ASCII the interpreter's share of
  * _strata (18 windows and stretches, a line an element) took as long as the pass over the
  * text itself, a fifth of the conservative check. */
+/* The characters of the window that starts at start: width, or what is left of the text. */
+static inline Py_ssize_t
+window_length(Py_ssize_t size, Py_ssize_t start, Py_ssize_t width)
+{
+    Py_ssize_t length = size - start < width ? size - start : width;
+    return length > 0 ? length : 0;
+}
+
 static PyObject *
 weigher_strata(PyObject *op, PyObject *args)
 {
@@ -637,9 +649,11 @@ weigher_strata(PyObject *op, PyObject *args)
         step = 1; /* (where size < width the quotient is not floored, but is clamped alike) */
     Py_ssize_t *shown = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)windows * 3);
     long long *estimated = PyMem_Malloc(sizeof(long long) * (size_t)windows * 2);
-    if (shown == NULL || estimated == NULL) {
+    double *own = PyMem_Malloc(sizeof(double) * (size_t)windows);
+    if (shown == NULL || estimated == NULL || own == NULL) {
         PyMem_Free(shown);
         PyMem_Free(estimated);
+        PyMem_Free(own);
         return PyErr_NoMemory();
     }
     Py_ssize_t *cuts = shown + windows; /* windows + 1 of them */
@@ -647,14 +661,10 @@ weigher_strata(PyObject *op, PyObject *args)
     Py_ssize_t centre_before = 0;
     cuts[0] = 0;
     for (Py_ssize_t k = 0; k < windows; k++) {
-        const Py_ssize_t start = k * step;
-        Py_ssize_t length = size - start < width ? size - start : width;
-        if (length < 0)
-            length = 0;
+        const Py_ssize_t start = k * step, length = window_length(size, start, width);
         shown[k] = length > 0 ? length : 1;
         long long units = span_units(self, PyUnicode_1BYTE_KIND, data + (start < size ? start : size), length, 1, 1);
-        double value = length == 0 ? 0.0 : ceil((double)units / 128.0 + self->framing);
-        estimated[k] = value < 1.0 ? 1 : (long long)value;
+        estimated[k] = length == 0 ? 1 : (long long)rounded(self, units, length);
         const Py_ssize_t centre = start + length / 2;
         if (k > 0) {
             Py_ssize_t middle = (centre_before + centre) / 2;
@@ -666,40 +676,28 @@ weigher_strata(PyObject *op, PyObject *args)
     }
     cuts[windows] = size;
     double pooled = 0.0;
+    long long left = 0;
     for (Py_ssize_t k = 0; k < windows; k++) {
         const Py_ssize_t chars = cuts[k + 1] - cuts[k];
         long long units = span_units(self, PyUnicode_1BYTE_KIND, data + cuts[k], chars, 1, 1);
-        double value = chars == 0 ? 0.0 : ceil((double)units / 128.0 + self->framing);
-        stretch[k] = chars == 0 ? 0 : (value < 1.0 ? 1 : (long long)value);
+        stretch[k] = (long long)rounded(self, units, chars);
         pooled += (double)chars / (double)shown[k] * (double)estimated[k];
-    }
-    long long left = 0;
-    PyObject *out = PyList_New(windows);
-    for (Py_ssize_t k = 0; out != NULL && k < windows; k++) {
-        const Py_ssize_t chars = cuts[k + 1] - cuts[k];
         const double per_window = (double)estimated[k] / (double)shown[k];
         const double per_stretch = chars ? (double)stretch[k] / (double)chars : 0.0;
         const int like = per_window <= per_stretch
                              ? per_window > 0 && per_stretch <= alike * per_window
                              : per_stretch > 0 && per_window <= alike * per_stretch;
+        own[k] = like ? (double)stretch[k] / (double)estimated[k] : 0.0;
         if (!like)
             left += stretch[k];
     }
     const double share = pooled > 0 ? (double)left / pooled : 0.0;
+    PyObject *out = PyList_New(windows);
     for (Py_ssize_t k = 0; out != NULL && k < windows; k++) {
         const Py_ssize_t start = k * step, chars = cuts[k + 1] - cuts[k];
-        Py_ssize_t length = size - start < width ? size - start : width;
-        if (length < 0)
-            length = 0;
-        const double per_window = (double)estimated[k] / (double)shown[k];
-        const double per_stretch = chars ? (double)stretch[k] / (double)chars : 0.0;
-        const int like = per_window <= per_stretch
-                             ? per_window > 0 && per_stretch <= alike * per_window
-                             : per_stretch > 0 && per_window <= alike * per_stretch;
-        const double own = like ? (double)stretch[k] / (double)estimated[k] : 0.0;
-        const double weight = own + share * ((double)chars / (double)shown[k]);
-        PyObject *item = Py_BuildValue("(y#dL)", data + (start < size ? start : size), length,
-                                       weight, estimated[k]);
+        const double weight = own[k] + share * ((double)chars / (double)shown[k]);
+        PyObject *item = Py_BuildValue("(y#dL)", data + (start < size ? start : size),
+                                       window_length(size, start, width), weight, estimated[k]);
         if (item == NULL) {
             Py_CLEAR(out);
         }
@@ -707,6 +705,7 @@ weigher_strata(PyObject *op, PyObject *args)
             PyList_SET_ITEM(out, k, item);
         }
     }
+    PyMem_Free(own);
     PyMem_Free(shown);
     PyMem_Free(estimated);
     return out;

@@ -992,15 +992,19 @@ class LargestEstimator(Estimator):
         self.framing = profile.framing
         self.name = f"checked:{profile.family}"
         exact = [p for p in self.parts if isinstance(p, CheckedEstimator)]
-        self._exact = tuple((p.vocabulary.count_bytes, p.scale) for p in exact)
+        self._exact = tuple(p.vocabulary.count_bytes for p in exact)
         self._weighs = tuple(p.vocabulary.weigh for p in exact)
         self._scales = tuple(p.scale for p in exact)
         # one slot table for the vocabularies' tokens (see _bpe.c's Joint): counted one
         # after another, they find the words the first looked up in the cache; used where
         # every vocabulary's count is the C counter's (``plain``: ASCII without an added
-        # token's start, for a tokenizer.json)
-        vocabularies = tuple(p.vocabulary._vocabulary for p in exact)
-        self._joint = _joint(vocabularies) if vocabularies else None
+        # token's start, for a tokenizer.json). (A CheckedEstimator exists only where the
+        # C counter is built, and the Joint is part of it.)
+        self._joint: _JointType | None = None
+        if exact:
+            from ._bpe import Joint
+
+            self._joint = Joint(vocabularies=tuple(p.vocabulary._vocabulary for p in exact))
         self._plains = tuple(p.vocabulary.plain for p in exact)
         self._alone = tuple(p.estimate for p in self.parts if not isinstance(p, CheckedEstimator))
         self._every = tuple(p.estimate for p in self.parts)
@@ -1038,22 +1042,15 @@ class LargestEstimator(Estimator):
         """Each vocabulary's count of ``data`` (through the Joint where it can)."""
         if self._joint is not None and all(plain(data) for plain in self._plains):
             return self._joint.counts(data)
-        return [count(data) if data else 0 for count, _ in self._exact]
+        return [count(data) if data else 0 for count in self._exact]
 
     def _weigh_all(self, strata: Strata) -> list[Weighed]:
         """Each vocabulary's :data:`Weighed` of a long text's windows (the same)."""
-        if self._joint is not None and all(plain(_joined(strata)) for plain in self._plains):
-            return self._joint.weigh(strata)
+        if self._joint is not None:
+            joined = _joined(strata)
+            if all(plain(joined) for plain in self._plains):
+                return self._joint.weigh(strata)
         return [weigh(strata) for weigh in self._weighs]
-
-
-def _joint(vocabularies: tuple[_VocabularyType, ...]) -> _JointType | None:
-    """The vocabularies' shared slot table, or None where the C counter has none."""
-    try:
-        from ._bpe import Joint
-    except ImportError:  # (an older build)
-        return None
-    return Joint(vocabularies=vocabularies)
 
 
 def checked(profile: Estimator) -> Estimator:
